@@ -1,0 +1,351 @@
+"""A real single-node Apache Kafka 4.x broker, provisioned from Maven Central jars.
+
+No Docker is needed: the broker's jars are gathered once with Maven into a cache
+directory outside the repository, and the broker runs in KRaft combined mode on
+127.0.0.1 with a small heap. Used by ``millpond dev kafka``, ``make kafka-up`` and
+the test suite.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from millpond.dev.errors import BrokerStartError, ProvisionError, ToolMissingError
+
+KAFKA_VERSION = "4.1.1"
+DEFAULT_PORT = 9092
+DEFAULT_CONTROLLER_PORT = 9093
+DEFAULT_HEAP = "-Xmx512m -Xms128m"
+_COMPLETE_MARKER = ".complete"
+_STATE_FILE = "broker.json"
+
+Echo = Callable[[str], None]
+
+
+def _quiet(_: str) -> None:
+    """Discard progress messages."""
+
+
+def cache_root() -> Path:
+    """Where millpond keeps downloaded jars and dev-broker data (``$MILLPOND_CACHE``)."""
+    env = os.environ.get("MILLPOND_CACHE")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "millpond"
+
+
+def java_major_version(java: str = "java") -> int:
+    """Return the major version of the ``java`` on PATH, or raise if there is none."""
+    exe = shutil.which(java)
+    if exe is None:
+        raise ToolMissingError(
+            "Java 17 or newer is required to run the local Kafka broker, but `java` is not "
+            "on PATH. Install a JDK 17+ (e.g. `apt-get install openjdk-17-jdk-headless`)."
+        )
+    out = subprocess.run([exe, "-version"], capture_output=True, text=True, check=False)
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)
+    if not match:
+        raise ToolMissingError(f"could not read the Java version from `java -version`: {out.stderr!r}")
+    major = int(match.group(1))
+    if major == 1 and match.group(2):  # "1.8.0" style
+        major = int(match.group(2))
+    return major
+
+
+def require_java17() -> None:
+    """Raise :class:`ToolMissingError` unless Java 17+ is installed."""
+    major = java_major_version()
+    if major < 17:
+        raise ToolMissingError(
+            f"Kafka 4.x needs Java 17 or newer; `java` on PATH is Java {major}. "
+            "Install a JDK 17+ and put it first on PATH (or set JAVA_HOME/bin first)."
+        )
+
+
+def free_port() -> int:
+    """Return a TCP port on 127.0.0.1 that is free right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _kafka_uuid() -> str:
+    """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def provision(version: str = KAFKA_VERSION, echo: Echo = _quiet) -> Path:
+    """Make sure the broker's jars for ``version`` are in the cache; return the libs dir.
+
+    The download happens once; later calls return at once.
+    """
+    home = cache_root() / f"kafka-{version}"
+    libs = home / "libs"
+    if (libs / _COMPLETE_MARKER).exists():
+        return libs
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise ToolMissingError(
+            "Maven (`mvn`) is required once to fetch the Kafka broker jars from Maven "
+            "Central, but it is not on PATH. Install it (e.g. `apt-get install maven`)."
+        )
+    require_java17()
+    home.mkdir(parents=True, exist_ok=True)
+    template = resources.files("millpond.dev").joinpath("kafka-pom.xml").read_text()
+    staging = Path(tempfile.mkdtemp(prefix="libs-", dir=home))
+    pom = staging / "pom.xml"
+    pom.write_text(template.replace("@KAFKA_VERSION@", version))
+    echo(f"Fetching Apache Kafka {version} jars from Maven Central into {libs} ...")
+    out_dir = staging / "jars"
+    cmd = [
+        mvn, "-B", "-q", "-f", str(pom), "dependency:copy-dependencies",
+        "-DincludeScope=runtime", f"-DoutputDirectory={out_dir}",
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0 or not any(out_dir.glob("kafka_2.13-*.jar")):
+        shutil.rmtree(staging, ignore_errors=True)
+        tail = (proc.stdout + proc.stderr)[-2000:]
+        raise ProvisionError(f"Maven could not fetch org.apache.kafka:kafka_2.13:{version}:\n{tail}")
+    (out_dir / _COMPLETE_MARKER).write_text(version + "\n")
+    if libs.exists():
+        shutil.rmtree(libs)
+    out_dir.rename(libs)
+    shutil.rmtree(staging, ignore_errors=True)
+    echo(f"Kafka {version}: {len(list(libs.glob('*.jar')))} jars cached.")
+    return libs
+
+
+@dataclass
+class BrokerStatus:
+    """What ``status()`` reports about a local broker."""
+
+    running: bool
+    pid: int | None
+    bootstrap: str
+    data_dir: Path
+
+
+def _pid_alive(pid: int) -> bool:
+    """True if ``pid`` runs and is not a zombie."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def _is_our_broker(pid: int, data_dir: Path) -> bool:
+    """True if ``pid`` is a kafka.Kafka JVM started for ``data_dir``."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return _pid_alive(pid)
+    return "kafka.Kafka" in cmdline and str(data_dir) in cmdline
+
+
+class LocalKafka:
+    """One single-node KRaft broker on loopback, whose data lives in ``data_dir``.
+
+    ``start()`` is idempotent: a broker already running for the same data dir is
+    reused. Ports are remembered in the data dir so a restart keeps its address.
+    """
+
+    def __init__(
+        self,
+        data_dir: Path | None = None,
+        port: int | None = None,
+        controller_port: int | None = None,
+        version: str = KAFKA_VERSION,
+        heap: str = DEFAULT_HEAP,
+        extra_config: dict[str, str] | None = None,
+    ) -> None:
+        self.version = version
+        self.data_dir = (data_dir or cache_root() / f"kafka-{version}" / "data").resolve()
+        saved = self._read_state()
+        self.port = port or saved.get("port") or DEFAULT_PORT
+        self.controller_port = controller_port or saved.get("controller_port") or DEFAULT_CONTROLLER_PORT
+        self.heap = heap
+        self.extra_config = dict(extra_config or {})
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        """The ``bootstrap.servers`` string clients use."""
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def log_file(self) -> Path:
+        """The broker's own log (log4j), for diagnosing start failures."""
+        return self.data_dir / "logs" / "server.log"
+
+    def _state_path(self) -> Path:
+        return self.data_dir / _STATE_FILE
+
+    def _read_state(self) -> dict[str, int]:
+        try:
+            data = json.loads(self._state_path().read_text())
+            return {k: int(v) for k, v in data.items() if isinstance(v, int)}
+        except (OSError, ValueError):
+            return {}
+
+    def _write_state(self, pid: int) -> None:
+        state = {"pid": pid, "port": self.port, "controller_port": self.controller_port}
+        self._state_path().write_text(json.dumps(state))
+
+    def server_properties(self) -> dict[str, str]:
+        """The broker configuration: KRaft combined mode, settings suited to tests."""
+        props = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.bootstrap.servers": f"127.0.0.1:{self.controller_port}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "log.dirs": str(self.data_dir / "kraft-logs"),
+            "num.partitions": "1",
+            "auto.create.topics.enable": "false",
+            "offsets.topic.replication.factor": "1",
+            "offsets.topic.num.partitions": "8",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "transaction.state.log.num.partitions": "4",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+            "group.initial.rebalance.delay.ms": "0",
+            "log.cleaner.backoff.ms": "500",
+            "log.cleaner.dedupe.buffer.size": str(16 * 1024 * 1024),
+            "num.io.threads": "2",
+            "num.network.threads": "2",
+        }
+        props.update(self.extra_config)
+        return props
+
+    def _java_cmd(self, libs: Path, main: str, *args: str) -> list[str]:
+        log4j = resources.files("millpond.dev").joinpath("log4j2.properties")
+        return [
+            "java", *self.heap.split(), "-XX:+UseG1GC", "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={log4j}",
+            f"-Dkafka.logs.dir={self.data_dir / 'logs'}",
+            f"-Dmillpond.data.dir={self.data_dir}",
+            "-cp", f"{libs}/*", main, *args,
+        ]
+
+    def status(self) -> BrokerStatus:
+        """Whether a broker for this data dir runs, and where."""
+        pid = self._read_state().get("pid")
+        running = pid is not None and _pid_alive(pid) and _is_our_broker(pid, self.data_dir)
+        return BrokerStatus(running, pid if running else None, self.bootstrap, self.data_dir)
+
+    def start(self, timeout: float = 90.0, echo: Echo = _quiet) -> str:
+        """Start the broker (or reuse a running one) and wait until it answers metadata."""
+        if self.status().running:
+            self.wait_ready(timeout)
+            return self.bootstrap
+        require_java17()
+        libs = provision(self.version, echo)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        (self.data_dir / "logs").mkdir(exist_ok=True)
+        conf = self.data_dir / "server.properties"
+        conf.write_text("".join(f"{k}={v}\n" for k, v in self.server_properties().items()))
+        fmt = subprocess.run(
+            self._java_cmd(libs, "kafka.tools.StorageTool", "format", "-t", _kafka_uuid(),
+                           "-c", str(conf), "--standalone", "-g"),
+            capture_output=True, text=True, check=False,
+        )
+        if fmt.returncode != 0:
+            raise BrokerStartError(f"kafka-storage format failed:\n{(fmt.stdout + fmt.stderr)[-2000:]}")
+        out = open(self.data_dir / "logs" / "broker.out", "ab")  # noqa: SIM115 - owned by the child
+        try:
+            self._proc = subprocess.Popen(
+                self._java_cmd(libs, "kafka.Kafka", str(conf)),
+                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        finally:
+            out.close()
+        self._write_state(self._proc.pid)
+        echo(f"Starting Kafka {self.version} on {self.bootstrap} (pid {self._proc.pid}) ...")
+        try:
+            self.wait_ready(timeout)
+        except BrokerStartError:
+            self.stop()
+            raise
+        return self.bootstrap
+
+    def wait_ready(self, timeout: float = 90.0) -> None:
+        """Block until a metadata request to the broker succeeds, or raise."""
+        from confluent_kafka.admin import AdminClient
+
+        deadline = time.monotonic() + timeout
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
+        last_error: Exception | None = None
+        while time.monotonic() < deadline:
+            pid = self._read_state().get("pid")
+            if self._proc is not None and self._proc.poll() is not None or (
+                pid is not None and not _pid_alive(pid)
+            ):
+                raise BrokerStartError(
+                    f"the Kafka broker exited during start-up; see {self.log_file} and "
+                    f"{self.data_dir / 'logs' / 'broker.out'}:\n{self._log_tail()}"
+                )
+            try:
+                md = admin.list_topics(timeout=2)
+                if md.brokers:
+                    return
+            except Exception as exc:  # KafkaException while the broker boots
+                last_error = exc
+            time.sleep(0.2)
+        raise BrokerStartError(
+            f"the Kafka broker on {self.bootstrap} did not answer within {timeout:.0f}s "
+            f"({last_error}); see {self.log_file}"
+        )
+
+    def _log_tail(self) -> str:
+        for path in (self.data_dir / "logs" / "broker.out", self.log_file):
+            try:
+                return path.read_text(errors="replace")[-2000:]
+            except OSError:
+                continue
+        return ""
+
+    def stop(self, timeout: float = 30.0) -> bool:
+        """Stop the broker cleanly (SIGTERM, then SIGKILL after ``timeout``); True if it ran."""
+        status = self.status()
+        pid = status.pid
+        if pid is None:
+            return False
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._proc is not None and self._proc.pid == pid:
+                if self._proc.poll() is not None:
+                    break
+            elif not _pid_alive(pid):
+                break
+            time.sleep(0.1)
+        else:
+            os.kill(pid, signal.SIGKILL)
+            if self._proc is not None and self._proc.pid == pid:
+                self._proc.wait(timeout=10)
+        self._proc = None
+        return True

@@ -1,0 +1,101 @@
+"""Shared fixtures: a real Kafka broker for the session, and per-test topic names.
+
+The broker is chosen in this order: ``MILLPOND_TEST_BOOTSTRAP`` (an existing broker),
+a testcontainers Kafka when a Docker engine answers, else a private local broker run
+from Maven Central jars (``millpond.dev.kafka``). With ``CI=true`` a missing broker
+fails the tests that need it; elsewhere they skip with the reason.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+IN_CI = os.environ.get("CI", "").lower() == "true"
+
+
+def unavailable(reason: str) -> None:
+    """Fail in CI, skip elsewhere: a missing broker or JVM is never silently skipped in CI."""
+    if IN_CI:
+        pytest.fail(f"CI=true and {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+@dataclass
+class Broker:
+    """The session's broker: its address, and the local broker handle when we run it."""
+
+    bootstrap: str
+    local: object | None = None  # millpond.dev.kafka.LocalKafka when started here
+
+
+def _docker_answers() -> bool:
+    try:
+        import docker  # type: ignore[import-untyped]
+
+        client = docker.from_env(timeout=3)
+        client.ping()
+        return True
+    except Exception:
+        return False
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    """A running Kafka 4.x broker for the whole session."""
+    env = os.environ.get("MILLPOND_TEST_BOOTSTRAP")
+    if env:
+        yield Broker(env)
+        return
+    if _docker_answers():
+        from testcontainers.community.kafka import KafkaContainer
+
+        container = (
+            KafkaContainer("confluentinc/cp-kafka:8.0.0")
+            .with_kraft()
+            .with_env("KAFKA_LOG_CLEANER_BACKOFF_MS", "500")
+            .with_env("KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS", "0")
+            .with_env("KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR", "1")
+            .with_env("KAFKA_TRANSACTION_STATE_LOG_MIN_ISR", "1")
+        )
+        with container:
+            yield Broker(container.get_bootstrap_server())
+        return
+    from millpond.dev.errors import DevError
+    from millpond.dev.kafka import LocalKafka, free_port
+
+    data_dir: Path = tmp_path_factory.mktemp("kafka")
+    port = free_port()
+    broker = LocalKafka(data_dir=data_dir, port=port, controller_port=free_port())
+    try:
+        broker.start(timeout=120)
+    except DevError as exc:
+        unavailable(f"no Kafka broker could be started: {exc}")
+    try:
+        yield Broker(broker.bootstrap, broker)
+    finally:
+        broker.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(kafka_broker: Broker) -> str:
+    """``bootstrap.servers`` of the session's real broker."""
+    return kafka_broker.bootstrap
+
+
+@pytest.fixture
+def topic_name(request: pytest.FixtureRequest) -> Callable[[str], str]:
+    """Make topic names unique to this test, so tests never share a topic."""
+    base = re.sub(r"[^A-Za-z0-9._-]+", "-", request.node.name)[:80]
+    salt = uuid.uuid4().hex[:8]
+
+    def make(suffix: str = "t") -> str:
+        return f"{base}-{suffix}-{salt}"
+
+    return make
