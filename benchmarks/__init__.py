@@ -1,0 +1,1 @@
+"""Benchmarks: speed and memory targets, run with `make bench` (never timed tests)."""
