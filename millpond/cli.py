@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -14,6 +15,255 @@ from millpond import __version__
 @click.version_option(__version__, prog_name="millpond")
 def main() -> None:
     """Samza-style stateful stream processing: RocksDB stores with Kafka changelogs."""
+
+
+def _load_config(path: Path, overrides: tuple[str, ...]) -> Any:
+    from millpond.config import Config, ConfigError
+
+    try:
+        return Config.load(path, overrides)
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+config_option = click.option(
+    "--config", "config_path", required=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="The job's .properties file.",
+)
+override_option = click.option(
+    "--config-override", "overrides", multiple=True, metavar="KEY=VALUE",
+    help="Override one config key (repeatable).",
+)
+
+
+@main.command()
+@config_option
+@override_option
+@click.option("--bounded", is_flag=True, help="Stop when every input partition reaches its end.")
+@click.option("--log-level", default="INFO", show_default=True, help="Python logging level.")
+def run(config_path: Path, overrides: tuple[str, ...], bounded: bool, log_level: str) -> None:
+    """Run a job in the foreground until SIGTERM/SIGINT (or end of input with --bounded)."""
+    import logging
+
+    from millpond.changelog.errors import ChangelogError
+    from millpond.tasks.container import Container
+    from millpond.tasks.errors import TaskError
+
+    logging.basicConfig(level=log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    config = _load_config(config_path, overrides)
+    try:
+        Container(config, bounded=bounded or None).run()
+    except (TaskError, ChangelogError) as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+def _job(config_path: Path, overrides: tuple[str, ...]) -> Any:
+    from millpond.tasks.offline import Job
+
+    return Job(_load_config(config_path, overrides))
+
+
+class _ProgressListener:
+    """Shows a click progress bar per store partition while it restores."""
+
+    def __init__(self) -> None:
+        self.bar: Any = None
+        self.done = 0
+
+    def on_restore_start(self, stats: Any) -> None:
+        total = max(0, stats.end_offset - stats.start_offset)
+        self.done = 0
+        self.bar = click.progressbar(length=total or 1,
+                                     label=f"{stats.store} {stats.topic}[{stats.partition}]",
+                                     file=sys.stderr)
+        self.bar.__enter__()
+
+    def on_batch_restored(self, stats: Any) -> None:
+        # Compaction leaves gaps, so progress is by records read against the offset range.
+        self.bar.update(stats.records - self.done)
+        self.done = stats.records
+
+    def on_restore_end(self, stats: Any) -> None:
+        self.bar.update(max(0, self.bar.length - self.bar.pos))
+        self.bar.__exit__(None, None, None)
+
+
+def _fail(exc: Exception) -> click.ClickException:
+    return click.ClickException(str(exc))
+
+
+@main.command()
+@config_option
+@override_option
+@click.option("--store", default=None, help="Only this store (default: every logged store).")
+@click.option("--partition", "partitions", type=int, multiple=True,
+              help="Only this partition (repeatable; default: all).")
+@click.option("--full", is_flag=True, help="Wipe local state first and replay the whole changelog.")
+def restore(config_path: Path, overrides: tuple[str, ...], store: str | None,
+            partitions: tuple[int, ...], full: bool) -> None:
+    """Rebuild local stores from their changelogs (the job must be stopped)."""
+    from millpond.changelog.errors import ChangelogError
+    from millpond.tasks import offline
+
+    job = _job(config_path, overrides)
+    try:
+        results = offline.restore(job, store, list(partitions) or None, full, _ProgressListener())
+    except ChangelogError as exc:
+        raise _fail(exc) from exc
+    click.echo(f"{'store':<20} {'part':>4} {'records':>10} {'bytes':>12} {'seconds':>8} "
+               f"{'rec/s':>10} {'MB/s':>8}  mode")
+    for r in results:
+        click.echo(f"{r.store:<20} {r.partition:>4} {r.records:>10} {r.bytes:>12} "
+                   f"{r.seconds:>8.2f} {r.records_per_s:>10.0f} {r.mb_per_s:>8.1f}  "
+                   f"{'full' if r.full else 'tail'}")
+
+
+@main.group()
+def checkpoint() -> None:
+    """Show or set a job's checkpoints (input and changelog offsets per task)."""
+
+
+@checkpoint.command("show")
+@config_option
+@override_option
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table",
+              show_default=True, help="Output format.")
+def checkpoint_show(config_path: Path, overrides: tuple[str, ...], fmt: str) -> None:
+    """Print the latest checkpoint of every task."""
+    import json
+
+    checkpoints = _job(config_path, overrides).checkpoints()
+    if fmt == "json":
+        click.echo(json.dumps({k: json.loads(v.to_bytes()) for k, v in sorted(checkpoints.items())},
+                              indent=2))
+        return
+    click.echo(f"{'task':<14} {'inputs (next offset)':<40} changelogs (last offset)")
+    for name, c in sorted(checkpoints.items()):
+        ins = ", ".join(f"{t}={o}" for t, o in sorted(c.inputs.items()))
+        chs = ", ".join(f"{s}={o}" for s, o in sorted(c.changelogs.items()))
+        click.echo(f"{name:<14} {ins:<40} {chs}")
+
+
+@checkpoint.command("set")
+@config_option
+@override_option
+@click.option("--partition", type=int, required=True, help="The task's partition.")
+@click.option("--offset", "offsets", multiple=True, required=True, metavar="TOPIC=OFFSET",
+              help="Next input offset to process (repeatable).")
+def checkpoint_set(config_path: Path, overrides: tuple[str, ...], partition: int,
+                   offsets: tuple[str, ...]) -> None:
+    """Set a task's input offsets; refuses while any process of the job runs."""
+    from millpond.changelog.errors import ChangelogError
+    from millpond.tasks import offline
+
+    inputs = {}
+    for item in offsets:
+        topic, sep, value = item.rpartition("=")
+        if not sep or not value.lstrip("-").isdigit():
+            raise click.BadParameter(f"{item!r} is not TOPIC=OFFSET", param_hint="--offset")
+        inputs[topic] = int(value)
+    try:
+        ckpt = offline.set_checkpoint(_job(config_path, overrides), partition, inputs)
+    except ChangelogError as exc:
+        raise _fail(exc) from exc
+    click.echo(ckpt.to_bytes().decode())
+
+
+@main.group()
+def changelog() -> None:
+    """Inspect changelog topics."""
+
+
+@changelog.command("describe")
+@config_option
+@override_option
+@click.option("--store", default=None, help="Only this store.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table",
+              show_default=True, help="Output format.")
+def changelog_describe(config_path: Path, overrides: tuple[str, ...], store: str | None,
+                       fmt: str) -> None:
+    """Per store partition: topic settings, low/high offsets, local offset and lag."""
+    import dataclasses
+    import json
+
+    from millpond.tasks import offline
+
+    rows, settings = offline.describe(_job(config_path, overrides), store)
+    if fmt == "json":
+        click.echo(json.dumps({"topics": settings, "partitions": [
+            {**dataclasses.asdict(r), "lag": r.lag} for r in rows]}, indent=2))
+        return
+    for topic, conf in settings.items():
+        click.echo(f"{topic}: " + ", ".join(f"{k}={v}" for k, v in sorted(conf.items())))
+    click.echo(f"{'store':<16} {'part':>4} {'low':>10} {'high':>10} {'local':>10} "
+               f"{'checkpointed':>12} {'lag':>8}")
+    for r in rows:
+        click.echo(f"{r.store:<16} {r.partition:>4} {r.low:>10} {r.high:>10} "
+                   f"{'-' if r.local_offset is None else r.local_offset:>10} "
+                   f"{'-' if r.checkpointed is None else r.checkpointed:>12} "
+                   f"{'-' if r.lag is None else r.lag:>8}")
+
+
+@main.group()
+def store() -> None:
+    """Read a stopped job's local stores, decoded with their serdes (JSON lines)."""
+
+
+store_option = click.option("--store", "store_name", required=True, help="The store's name.")
+
+
+def _emit(rows: Any) -> None:
+    import json
+
+    for partition, key, value in rows:
+        click.echo(json.dumps({"partition": partition, "key": key, "value": value},
+                              default=repr, sort_keys=True))
+
+
+@store.command("get")
+@config_option
+@override_option
+@store_option
+@click.option("--partition", type=int, required=True, help="The task's partition.")
+@click.argument("keys", nargs=-1, required=True)
+def store_get(config_path: Path, overrides: tuple[str, ...], store_name: str, partition: int,
+              keys: tuple[str, ...]) -> None:
+    """Print the values of KEYS (null when absent)."""
+    from millpond.tasks import offline
+
+    _emit(offline.read_store(_job(config_path, overrides), store_name, [partition], list(keys)))
+
+
+@store.command("dump")
+@config_option
+@override_option
+@store_option
+@click.option("--partition", "partitions", type=int, multiple=True,
+              help="Only this partition (repeatable; default: all).")
+def store_dump(config_path: Path, overrides: tuple[str, ...], store_name: str,
+               partitions: tuple[int, ...]) -> None:
+    """Print every entry, in key order per partition."""
+    from millpond.tasks import offline
+
+    _emit(offline.read_store(_job(config_path, overrides), store_name, list(partitions) or None))
+
+
+@store.command("range")
+@config_option
+@override_option
+@store_option
+@click.option("--partition", type=int, required=True, help="The task's partition.")
+@click.option("--start", default=None, help="First key (inclusive).")
+@click.option("--end", default=None, help="Last key (exclusive).")
+def store_range(config_path: Path, overrides: tuple[str, ...], store_name: str, partition: int,
+                start: str | None, end: str | None) -> None:
+    """Print entries with START <= key < END (by serialized key order)."""
+    from millpond.tasks import offline
+
+    _emit(offline.read_store(_job(config_path, overrides), store_name, [partition],
+                             start=start, end=end))
 
 
 @main.group()

@@ -267,13 +267,8 @@ class LocalKafka:
         (self.data_dir / "logs").mkdir(exist_ok=True)
         conf = self.data_dir / "server.properties"
         conf.write_text("".join(f"{k}={v}\n" for k, v in self.server_properties().items()))
-        fmt = subprocess.run(
-            self._java_cmd(libs, "kafka.tools.StorageTool", "format", "-t", _kafka_uuid(),
-                           "-c", str(conf), "--standalone", "-g"),
-            capture_output=True, text=True, check=False,
-        )
-        if fmt.returncode != 0:
-            raise BrokerStartError(f"kafka-storage format failed:\n{(fmt.stdout + fmt.stderr)[-2000:]}")
+        if not (self.data_dir / "kraft-logs" / "meta.properties").exists():
+            self._format(libs, conf)
         out = open(self.data_dir / "logs" / "broker.out", "ab")  # noqa: SIM115 - owned by the child
         try:
             self._proc = subprocess.Popen(
@@ -291,6 +286,16 @@ class LocalKafka:
             self.stop()
             raise
         return self.bootstrap
+
+    def _format(self, libs: Path, conf: Path) -> None:
+        """Format a new data dir once; a formatted one keeps its cluster id across restarts."""
+        fmt = subprocess.run(
+            self._java_cmd(libs, "kafka.tools.StorageTool", "format", "-t", _kafka_uuid(),
+                           "-c", str(conf), "--standalone"),
+            capture_output=True, text=True, check=False,
+        )
+        if fmt.returncode != 0:
+            raise BrokerStartError(f"kafka-storage format failed:\n{(fmt.stdout + fmt.stderr)[-2000:]}")
 
     def wait_ready(self, timeout: float = 90.0) -> None:
         """Block until a metadata request to the broker succeeds, or raise."""

@@ -1,1 +1,34 @@
-"""millpond.serdes"""
+"""millpond.serdes: turn keys and values into bytes and back.
+
+Built-ins (string, json, integer, long, double, bytes, avro), the Serde interface, SerdeError,
+and ``build_serde(spec)`` which builds a serde from a config ``SerdeSpec``.
+"""
+
+from millpond.serdes.api import Serde
+from millpond.serdes.avro import AvroSerde
+from millpond.serdes.builtins import (
+    BytesSerde,
+    DoubleSerde,
+    IntegerSerde,
+    JsonSerde,
+    LongSerde,
+    StringSerde,
+)
+from millpond.serdes.errors import SerdeError
+from millpond.serdes.factory import BUILTINS, SAMZA_ALIASES, SerdeSpecLike, build_serde
+
+__all__ = [
+    "AvroSerde",
+    "BUILTINS",
+    "BytesSerde",
+    "DoubleSerde",
+    "IntegerSerde",
+    "JsonSerde",
+    "LongSerde",
+    "SAMZA_ALIASES",
+    "Serde",
+    "SerdeError",
+    "SerdeSpecLike",
+    "StringSerde",
+    "build_serde",
+]

@@ -130,3 +130,28 @@ def test_transaction_commit_and_abort_visibility(
     assert visible == [(b"0", b"V0"), (b"1", b"V1")]
     everything = _read_all(kafka_bootstrap, sink, "read_uncommitted")
     assert len(everything) == 4, "the aborted records are in the log, hidden by read_committed"
+
+
+def test_local_broker_restarts_on_its_data_dir(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Stop and start keep the data dir (and its topics): what broker-restart faults rely on."""
+    from millpond.dev.errors import DevError
+    from millpond.dev.kafka import LocalKafka, free_port
+
+    from tests.conftest import unavailable
+
+    broker = LocalKafka(data_dir=tmp_path / "k", port=free_port(), controller_port=free_port())
+    try:
+        broker.start(timeout=120)
+    except DevError as exc:
+        unavailable(f"no local broker: {exc}")
+    try:
+        _create(broker.bootstrap, "survives-restart", 2)
+        assert broker.stop()
+        assert not broker.status().running
+        broker.start(timeout=120)
+        assert broker.status().running
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        topics = admin.list_topics(timeout=30).topics
+        assert len(topics["survives-restart"].partitions) == 2
+    finally:
+        broker.stop()

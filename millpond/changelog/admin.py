@@ -1,0 +1,95 @@
+"""Topic admin: create changelog and checkpoint topics, and refuse ones that can't work."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+
+from millpond.changelog.errors import ChangelogTopicError
+
+TIMEOUT = 30.0
+
+
+def changelog_topic(job_name: str, job_id: str, store: str, configured: str | None) -> str:
+    """The store's changelog topic: the configured one, else ``<job>-<id>-<store>-changelog``."""
+    return configured or f"{job_name}-{job_id}-{store}-changelog"
+
+
+class TopicAdmin:
+    """Creates and checks the topics a job needs, with errors that say how to fix them."""
+
+    def __init__(self, client_config: Mapping[str, Any]) -> None:
+        self.admin = AdminClient(dict(client_config))
+
+    def broker_count(self) -> int:
+        return len(self.admin.list_topics(timeout=TIMEOUT).brokers)
+
+    def partition_count(self, topic: str) -> int | None:
+        """Partitions of ``topic``, or None if it does not exist."""
+        md = self.admin.list_topics(topic, timeout=TIMEOUT).topics.get(topic)
+        if md is None:
+            return None
+        if md.error is not None:
+            if md.error.code() not in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC):
+                raise ChangelogTopicError(f"topic {topic}: {md.error.str()}")
+            return None
+        return len(md.partitions)
+
+    def topic_config(self, topic: str) -> dict[str, str]:
+        resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+        result = self.admin.describe_configs([resource])[resource].result(timeout=TIMEOUT)
+        return {name: entry.value for name, entry in result.items()}
+
+    def ensure_compacted(
+        self, topic: str, partitions: int, replication: int | None = None,
+        config: Mapping[str, str] | None = None, what: str = "changelog",
+    ) -> None:
+        """Create ``topic`` compacted if missing; raise if it exists but cannot serve."""
+        existing = self.partition_count(topic)
+        if existing is None:
+            rf = replication or min(3, max(1, self.broker_count()))
+            conf = {"cleanup.policy": "compact", **dict(config or {})}
+            future = self.admin.create_topics([NewTopic(topic, partitions, rf, config=conf)])[topic]
+            try:
+                future.result(timeout=TIMEOUT)
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                    raise ChangelogTopicError(f"could not create {what} topic {topic}: {exc}") from exc
+            return self.ensure_compacted(topic, partitions, replication, config, what)
+        if existing != partitions:
+            raise ChangelogTopicError(
+                f"{what} topic {topic} has {existing} partitions but the job has {partitions} "
+                f"tasks (one per input partition); its partition p must hold task p's state. "
+                f"Fix: point the store at a new topic, or delete {topic} (its data is lost) "
+                f"so millpond recreates it with {partitions} partitions."
+            )
+        policy = self.topic_config(topic).get("cleanup.policy", "")
+        if "compact" not in policy.split(","):
+            raise ChangelogTopicError(
+                f"{what} topic {topic} has cleanup.policy={policy}; without compaction old "
+                f"values are deleted by retention and state would be lost on restore. Fix: "
+                f"kafka-configs --alter --entity-type topics --entity-name {topic} "
+                f"--add-config cleanup.policy=compact"
+            )
+
+    def ensure_topic(self, topic: str, partitions: int, config: Mapping[str, str] | None = None) -> None:
+        """Create a plain topic (outputs, dead letters) if it does not exist."""
+        if self.partition_count(topic) is not None:
+            return
+        rf = min(3, max(1, self.broker_count()))
+        future = self.admin.create_topics([NewTopic(topic, partitions, rf, config=dict(config or {}))])[topic]
+        try:
+            future.result(timeout=TIMEOUT)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise
+
+    def watermarks(self, consumer: Any, topic: str, partition: int) -> tuple[int, int]:
+        """(low, high) offsets of ``topic[partition]``; high is the LSO under read_committed."""
+        from confluent_kafka import TopicPartition
+
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=TIMEOUT)
+        return int(low), int(high)

@@ -1,0 +1,135 @@
+"""Checkpoints: what a task had consumed and written when it last committed.
+
+A checkpoint records, per task, the next input offset of each input partition and the
+last changelog offset of each store. It is kept in two places:
+
+* the job's compacted checkpoint topic (``__millpond_checkpoint_<job>_<id>``), keyed by
+  task name, which is the source of truth for input offsets and restore targets;
+* an ``OFFSET`` file inside each local store directory, saying which changelog offset
+  the store's content reflects (written to a temp file, fsynced, renamed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from millpond.changelog.errors import CheckpointError
+
+OFFSET_FILE = "OFFSET"
+NO_OFFSET = -1
+
+
+def task_name(partition: int) -> str:
+    """The task that owns ``partition`` of every input (Samza: one task per partition)."""
+    return f"partition-{partition}"
+
+
+def checkpoint_topic(job_name: str, job_id: str) -> str:
+    """The compacted topic holding a job's checkpoints."""
+    return f"__millpond_checkpoint_{job_name}_{job_id}"
+
+
+@dataclass
+class Checkpoint:
+    """A task's committed position: input offsets (next to read) and changelog offsets."""
+
+    task: str
+    partition: int
+    inputs: dict[str, int] = field(default_factory=dict)
+    changelogs: dict[str, int] = field(default_factory=dict)  # store -> last written offset
+
+    def to_bytes(self) -> bytes:
+        """The checkpoint topic's value encoding (JSON)."""
+        doc = {"version": 1, "task": self.task, "partition": self.partition,
+               "inputs": self.inputs, "changelogs": self.changelogs}
+        return json.dumps(doc, sort_keys=True).encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes, where: str = "checkpoint") -> Checkpoint:
+        """Decode a checkpoint record; ``where`` names its origin for errors."""
+        try:
+            doc: dict[str, Any] = json.loads(data)
+            return cls(
+                task=str(doc["task"]), partition=int(doc["partition"]),
+                inputs={str(k): int(v) for k, v in doc.get("inputs", {}).items()},
+                changelogs={str(k): int(v) for k, v in doc.get("changelogs", {}).items()},
+            )
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise CheckpointError(f"{where}: not a millpond checkpoint ({exc}): {data[:200]!r}") from exc
+
+
+@dataclass(frozen=True)
+class StoreOffset:
+    """The content of a store directory's OFFSET file."""
+
+    store: str
+    topic: str
+    partition: int
+    offset: int  # last changelog offset reflected in the store; NO_OFFSET if none
+
+    def to_json(self) -> str:
+        return json.dumps({"version": 1, "store": self.store, "topic": self.topic,
+                           "partition": self.partition, "offset": self.offset}, sort_keys=True)
+
+
+def write_offset_file(store_dir: Path, offset: StoreOffset) -> None:
+    """Atomically write ``OFFSET`` in ``store_dir`` (temp file, fsync, rename, fsync dir)."""
+    tmp = store_dir / f".{OFFSET_FILE}.tmp"
+    with open(tmp, "w") as fh:
+        fh.write(offset.to_json())
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, store_dir / OFFSET_FILE)
+    dir_fd = os.open(store_dir, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def read_offset_file(store_dir: Path) -> StoreOffset | None:
+    """The store's OFFSET, or None if absent. Garbage raises :class:`CheckpointError`."""
+    path = store_dir / OFFSET_FILE
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise CheckpointError(f"{path}: unreadable OFFSET file: {exc}") from exc
+    try:
+        doc = json.loads(text)
+        return StoreOffset(str(doc["store"]), str(doc["topic"]), int(doc["partition"]),
+                           int(doc["offset"]))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise CheckpointError(f"{path}: corrupt OFFSET file ({exc}): {text[:200]!r}") from exc
+
+
+def clear_offset_file(store_dir: Path) -> None:
+    """Remove ``OFFSET``: the store is about to hold writes no checkpoint describes."""
+    try:
+        os.unlink(store_dir / OFFSET_FILE)
+    except FileNotFoundError:
+        pass
+
+
+def read_checkpoints(consumer: Any, topic: str) -> dict[str, Checkpoint]:
+    """The latest checkpoint of every task in the job's checkpoint topic (empty if none)."""
+    from confluent_kafka import TopicPartition
+
+    from millpond.changelog.restore import read_range
+
+    low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
+    latest: dict[str, Checkpoint] = {}
+    for batch in read_range(consumer, topic, 0, int(low), int(high)):
+        for msg in batch:
+            key = (msg.key() or b"").decode()
+            value = msg.value()
+            if value is None:
+                latest.pop(key, None)
+            else:
+                latest[key] = Checkpoint.from_bytes(value, f"{topic}[0]@{msg.offset()} (key {key})")
+    return latest

@@ -1,0 +1,101 @@
+"""Local store directories: where they live, who holds them, and their checkpoints.
+
+A task's store lives in ``<base>/<job>/<store>/partition-<N>``. Beside it,
+``partition-<N>.checkpoint`` is a RocksDB checkpoint (hard-linked SST files) taken at
+the last commit, with its own ``OFFSET``. After a crash the live directory may hold
+writes past the last commit; the checkpoint never does, so recovery starts from it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+from pathlib import Path
+from typing import IO
+
+from millpond.changelog.checkpoint import task_name
+from millpond.changelog.errors import StoreLockedError
+
+CHECKPOINT_SUFFIX = ".checkpoint"
+
+
+def store_dir(base_dir: Path, job_name: str, store: str, partition: int) -> Path:
+    """The live directory of ``store`` for the task owning ``partition``."""
+    return Path(base_dir) / job_name / store / task_name(partition)
+
+
+def checkpoint_dir(live: Path) -> Path:
+    """The directory holding the last commit's checkpoint of the store at ``live``."""
+    return live.with_name(live.name + CHECKPOINT_SUFFIX)
+
+
+class StoreLock:
+    """An exclusive lock on a store directory, held while a task has it open."""
+
+    def __init__(self, live: Path) -> None:
+        self.path = live.with_name(live.name + ".lock")
+        self._fh: IO[str] | None = None
+
+    def acquire(self) -> None:
+        """Take the lock or raise :class:`StoreLockedError` naming the holder."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(self.path, "a+")  # noqa: SIM115 - held until release()
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.seek(0)
+            holder = fh.read().strip() or "another process"
+            fh.close()
+            raise StoreLockedError(
+                f"store directory {self.path.with_suffix('')} is in use by pid {holder}; "
+                "two processes must not share a store base dir for the same task "
+                "(give each its own job.logged.store.base.dir or stop the other one)"
+            ) from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(str(os.getpid()))
+        fh.flush()
+        self._fh = fh
+
+    def release(self) -> None:
+        if self._fh is not None:
+            fcntl.flock(self._fh, fcntl.LOCK_UN)
+            self._fh.close()
+            self._fh = None
+
+
+def replace_with_checkpoint(live: Path) -> bool:
+    """Make ``live`` a private copy of its checkpoint; False if there is no checkpoint.
+
+    SST files are immutable, so they are hard-linked; every other file (MANIFEST, WAL,
+    OPTIONS, OFFSET) is copied so the live store cannot modify the checkpoint.
+    """
+    ckpt = checkpoint_dir(live)
+    if not ckpt.is_dir():
+        return False
+    wipe(live)
+    live.mkdir(parents=True)
+    for entry in ckpt.iterdir():
+        if entry.suffix == ".sst":
+            os.link(entry, live / entry.name)
+        else:
+            shutil.copy2(entry, live / entry.name)
+    return True
+
+
+def wipe(path: Path) -> None:
+    """Delete a store (or checkpoint) directory if it exists."""
+    if path.exists():
+        shutil.rmtree(path)
+
+
+def install_checkpoint(tmp: Path, live: Path) -> None:
+    """Atomically make the freshly written ``tmp`` the checkpoint of ``live``."""
+    ckpt = checkpoint_dir(live)
+    old = ckpt.with_name(ckpt.name + ".old")
+    wipe(old)
+    if ckpt.exists():
+        os.replace(ckpt, old)
+    os.replace(tmp, ckpt)
+    wipe(old)

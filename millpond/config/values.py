@@ -1,0 +1,108 @@
+"""Typed reads of single properties (ints, booleans, choices, stream names) with located errors."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from millpond.config.errors import ConfigError
+from millpond.config.properties import Properties
+
+_INT = re.compile(r"[+-]?[0-9]+")
+_BOOLS = {"true": True, "false": False}
+
+
+@dataclass(frozen=True)
+class StreamRef:
+    """A stream on a system, written ``system.topic`` in config (e.g. ``kafka.page-views``)."""
+
+    system: str
+    topic: str
+
+    @classmethod
+    def parse(cls, text: str, default_system: str) -> StreamRef:
+        """Text before the first dot is the system; a bare topic gets ``default_system``.
+
+        Raises ValueError for an empty system or topic.
+        """
+        system, dot, topic = text.strip().partition(".")
+        if not dot:
+            system, topic = default_system, system
+        if not system or not topic:
+            raise ValueError(f"expected 'system.topic' or 'topic', got {text!r}")
+        return cls(system, topic)
+
+    def __str__(self) -> str:
+        return f"{self.system}.{self.topic}"
+
+
+def where(props: Properties, key: str) -> tuple[str | None, int | None]:
+    """``(file, line)`` of ``key`` for error messages; line is None for overrides/unset keys."""
+    location = props.location(key)
+    if location is None:
+        return None, None
+    return location[0], location[1] or None
+
+
+def describe(props: Properties, key: str) -> str:
+    """``file:line``, ``override`` (a file with no line) or ``<default>`` when ``key`` is unset."""
+    file, line = where(props, key)
+    return f"{file}:{line}" if line else (file or "<default>")
+
+
+def error(props: Properties, key: str, message: str) -> ConfigError:
+    """A ConfigError for ``key`` located where ``key`` was set."""
+    file, line = where(props, key)
+    return ConfigError(message, key=key, file=file, line=line)
+
+
+def get_int(props: Properties, key: str, default: int, minimum: int | None = None) -> int:
+    """An integer property; rejects non-integers and values below ``minimum``."""
+    value = props.get(key)
+    if value is None:
+        return default
+    if not _INT.fullmatch(value.strip()):
+        raise error(props, key, f"expected an integer, got {value!r}")
+    number = int(value)
+    if minimum is not None and number < minimum:
+        raise error(props, key, f"must be at least {minimum}, got {number}")
+    return number
+
+
+def get_optional_int(props: Properties, key: str, minimum: int | None = None) -> int | None:
+    return get_int(props, key, 0, minimum) if key in props else None
+
+
+def get_bool(props: Properties, key: str, default: bool) -> bool:
+    """``true``/``false`` (any case); anything else is an error, unlike Java's lenient parse."""
+    value = props.get(key)
+    if value is None:
+        return default
+    if value.strip().lower() not in _BOOLS:
+        raise error(props, key, f"expected true or false, got {value!r}")
+    return _BOOLS[value.strip().lower()]
+
+
+def get_choice(props: Properties, key: str, default: str, choices: Sequence[str]) -> str:
+    value = props.get(key, default).strip()
+    if value not in choices:
+        raise error(props, key, f"unknown value {value!r}; valid values: {', '.join(choices)}")
+    return value
+
+
+def get_stream(props: Properties, key: str, default_system: str) -> StreamRef | None:
+    value = props.get(key)
+    return None if value is None else parse_stream(props, key, value, default_system)
+
+
+def parse_stream(props: Properties, key: str, text: str, default_system: str) -> StreamRef:
+    try:
+        return StreamRef.parse(text, default_system)
+    except ValueError as e:
+        raise error(props, key, str(e)) from None
+
+
+def with_prefix(props: Mapping[str, str], prefix: str) -> dict[str, str]:
+    """Every property under ``prefix``, with the prefix removed."""
+    return {k[len(prefix) :]: v for k, v in props.items() if k.startswith(prefix) and k != prefix}

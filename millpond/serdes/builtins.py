@@ -1,0 +1,175 @@
+"""Built-in serdes: string, json, integer, long, double, bytes.
+
+integer and long keys sort numerically as raw bytes, negatives included: the value is written
+big-endian with the sign bit flipped (i.e. ``value + 2**31`` / ``value + 2**63`` as unsigned).
+This deliberately differs from Samza's IntegerSerde/LongSerde (plain two's complement), because
+RocksDB orders keys as unsigned bytes and two's complement would sort -1 after every positive
+number, making ``range()`` over numeric keys wrong. The price: integer/long data written by Samza
+must be re-encoded before millpond can read it (and vice versa). double keeps Samza's format
+(IEEE 754 big-endian, not order-preserving for negatives).
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import struct
+from typing import Any
+
+from millpond.serdes.api import Serde
+from millpond.serdes.errors import SerdeError
+
+
+def _describe(obj: object) -> str:
+    text = repr(obj)
+    return f"{type(obj).__name__} {text[:60] + '...' if len(text) > 60 else text}"
+
+
+class StringSerde(Serde[str]):
+    """str <-> encoded bytes (utf-8 unless ``encoding`` says otherwise, like Samza's StringSerde)."""
+
+    __slots__ = ("name", "encoding", "_utf8")
+
+    def __init__(self, name: str = "string", encoding: str = "utf-8") -> None:
+        self.name = name
+        try:
+            self.encoding = codecs.lookup(encoding).name
+        except LookupError as exc:
+            raise SerdeError(name, f"unknown encoding {encoding!r}") from exc
+        self._utf8 = self.encoding == "utf-8"
+
+    def to_bytes(self, obj: str) -> bytes:
+        try:
+            return str.encode(obj) if self._utf8 else str.encode(obj, self.encoding)
+        except (TypeError, UnicodeError) as exc:
+            raise SerdeError(self.name, f"cannot serialize {_describe(obj)}: {exc}") from exc
+
+    def from_bytes(self, data: bytes) -> str:
+        try:
+            return bytes.decode(data) if self._utf8 else bytes.decode(data, self.encoding)
+        except (TypeError, UnicodeError) as exc:
+            raise SerdeError(self.name, f"cannot deserialize {_describe(data)}: {exc}") from exc
+
+
+class BytesSerde(Serde[bytes]):
+    """bytes pass through unchanged; bytearray/memoryview are copied to bytes."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str = "bytes") -> None:
+        self.name = name
+
+    def to_bytes(self, obj: bytes) -> bytes:
+        if type(obj) is bytes:
+            return obj
+        if isinstance(obj, bytes | bytearray | memoryview):
+            return bytes(obj)
+        raise SerdeError(self.name, f"cannot serialize {_describe(obj)}: expected bytes")
+
+    def from_bytes(self, data: bytes) -> bytes:
+        return data
+
+
+class JsonSerde(Serde[Any]):
+    """Any JSON value <-> compact utf-8 JSON (NaN/Infinity are rejected: they are not JSON)."""
+
+    __slots__ = ("name", "_encode", "_decode")
+
+    def __init__(self, name: str = "json") -> None:
+        self.name = name
+        self._encode = json.JSONEncoder(
+            separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        ).encode
+        self._decode = json.JSONDecoder().decode
+
+    def to_bytes(self, obj: Any) -> bytes:
+        try:
+            return self._encode(obj).encode()
+        except (TypeError, ValueError) as exc:
+            raise SerdeError(self.name, f"cannot serialize {_describe(obj)}: {exc}") from exc
+
+    def from_bytes(self, data: bytes) -> Any:
+        try:
+            return self._decode(bytes.decode(data))
+        except (TypeError, ValueError) as exc:
+            raise SerdeError(self.name, f"cannot deserialize {_describe(data)}: {exc}") from exc
+
+
+class _OrderedIntSerde(Serde[int]):
+    """Signed int of fixed width, stored big-endian with the sign bit flipped (sorts numerically)."""
+
+    __slots__ = ("name",)
+    _struct: struct.Struct
+    _offset: int
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def to_bytes(self, obj: int) -> bytes:
+        if type(obj) is not int and (isinstance(obj, bool) or not isinstance(obj, int)):
+            raise SerdeError(self.name, f"cannot serialize {_describe(obj)}: expected int")
+        try:
+            return self._struct.pack(obj + self._offset)
+        except struct.error as exc:
+            bits = self._struct.size * 8
+            raise SerdeError(
+                self.name, f"cannot serialize {obj}: outside the signed {bits}-bit range"
+            ) from exc
+
+    def from_bytes(self, data: bytes) -> int:
+        try:
+            value: int = self._struct.unpack(data)[0]
+        except (struct.error, TypeError) as exc:
+            raise SerdeError(
+                self.name, f"cannot deserialize {_describe(data)}: need {self._struct.size} bytes"
+            ) from exc
+        return value - self._offset
+
+
+class IntegerSerde(_OrderedIntSerde):
+    """32-bit signed int in 4 order-preserving bytes (see module docstring)."""
+
+    __slots__ = ()
+    _struct = struct.Struct(">I")
+    _offset = 1 << 31
+
+    def __init__(self, name: str = "integer") -> None:
+        super().__init__(name)
+
+
+class LongSerde(_OrderedIntSerde):
+    """64-bit signed int in 8 order-preserving bytes (see module docstring)."""
+
+    __slots__ = ()
+    _struct = struct.Struct(">Q")
+    _offset = 1 << 63
+
+    def __init__(self, name: str = "long") -> None:
+        super().__init__(name)
+
+
+class DoubleSerde(Serde[float]):
+    """float <-> 8-byte IEEE 754 big-endian (Samza's DoubleSerde format); ints are widened."""
+
+    __slots__ = ("name",)
+    _struct = struct.Struct(">d")
+
+    def __init__(self, name: str = "double") -> None:
+        self.name = name
+
+    def to_bytes(self, obj: float) -> bytes:
+        if isinstance(obj, bool) or not isinstance(obj, float | int):
+            raise SerdeError(self.name, f"cannot serialize {_describe(obj)}: expected float")
+        try:
+            return self._struct.pack(obj)
+        except (struct.error, OverflowError) as exc:
+            raise SerdeError(self.name, f"cannot serialize {_describe(obj)}: {exc}") from exc
+
+    def from_bytes(self, data: bytes) -> float:
+        try:
+            value: float = self._struct.unpack(data)[0]
+        except (struct.error, TypeError) as exc:
+            raise SerdeError(
+                self.name, f"cannot deserialize {_describe(data)}: need 8 bytes"
+            ) from exc
+        return value

@@ -1,0 +1,38 @@
+"""Errors raised by serdes: one exception type naming the serde and, when known, the store."""
+
+from __future__ import annotations
+
+
+class SerdeError(Exception):
+    """A value could not be (de)serialized, or a serde could not be built.
+
+    ``serde`` is the serde's name (its registry name when built from config), ``store`` the store
+    being read or written (filled in by the serialized store layer), ``location`` the config
+    "file:line" that referenced the serde (set by ``build_serde``). The message is rendered from
+    these attributes, so a layer can add the store name and re-raise the same exception.
+    """
+
+    def __init__(
+        self,
+        serde: str,
+        detail: str,
+        *,
+        store: str | None = None,
+        location: str | None = None,
+    ) -> None:
+        super().__init__(serde, detail)
+        self.serde = serde
+        self.detail = detail
+        self.store = store
+        self.location = location
+
+    def add_store(self, store: str) -> SerdeError:
+        """Record the store the failing value belongs to (keeps an inner store name) and return self."""
+        if self.store is None:
+            self.store = store
+        return self
+
+    def __str__(self) -> str:
+        where = f"{self.location}: " if self.location else ""
+        store = f"store {self.store!r}: " if self.store else ""
+        return f"{where}{store}serde {self.serde!r}: {self.detail}"

@@ -1,0 +1,158 @@
+"""The store interfaces: typed KeyValueStore, bytes-level BytesStore, and KeyValueIterator.
+
+Two levels: engines (RocksDB, in-memory) and the cached/logged layers speak bytes through the
+``BytesStore`` protocol; the serialized layer turns a BytesStore into the typed
+``KeyValueStore`` that task code uses. Ordering is always by the serialized key bytes (unsigned
+lexicographic, like RocksDB's default comparator).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Sequence
+from types import TracebackType
+from typing import Generic, Protocol, TypeVar
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class KeyValueIterator(Iterator[tuple[K, V]], Generic[K, V]):
+    """Iterator of (key, value) tuples in key order, holding engine resources until closed.
+
+    Use it as a context manager (``with store.range(a, b) as it: for k, v in it: ...``) or call
+    close(): a RocksDB iterator pins memory and files, and the database cannot be reopened while
+    one is alive. Exhausting the iterator releases resources too. After close(), next() raises
+    StoreClosedError; after exhaustion it keeps raising StopIteration.
+    """
+
+    __slots__ = ()
+
+    @abstractmethod
+    def __next__(self) -> tuple[K, V]:
+        """Return the next (key, value); StopIteration at the end."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release the underlying resources; idempotent."""
+
+    def __iter__(self) -> KeyValueIterator[K, V]:
+        return self
+
+    def __enter__(self) -> KeyValueIterator[K, V]:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class KeyValueStore(ABC, Generic[K, V]):
+    """The typed key-value store a task sees (Samza's KeyValueStore).
+
+    Keys and values must not be None (NoneEntryError). Order for range/prefix/all is the order of
+    the serialized key bytes. Methods raise StoreClosedError after close().
+    """
+
+    @abstractmethod
+    def get(self, key: K) -> V | None:
+        """Value stored under ``key``, or None if absent."""
+
+    @abstractmethod
+    def get_all(self, keys: Iterable[K]) -> dict[K, V]:
+        """Values of the given keys that are present (absent keys are left out of the dict)."""
+
+    @abstractmethod
+    def put(self, key: K, value: V) -> None:
+        """Store ``value`` under ``key``, replacing any previous value."""
+
+    @abstractmethod
+    def put_all(self, items: Iterable[tuple[K, V]]) -> None:
+        """put() each (key, value) pair, in order (a later pair for a key wins)."""
+
+    @abstractmethod
+    def delete(self, key: K) -> None:
+        """Remove ``key``; no error if it is absent."""
+
+    @abstractmethod
+    def delete_all(self, keys: Iterable[K]) -> None:
+        """delete() each key."""
+
+    @abstractmethod
+    def range(self, start: K, end: K) -> KeyValueIterator[K, V]:
+        """Entries with start <= serialized key < end, in key order (empty if start >= end)."""
+
+    @abstractmethod
+    def prefix(self, prefix: K) -> KeyValueIterator[K, V]:
+        """Entries whose serialized key starts with the serialized ``prefix``, in key order."""
+
+    @abstractmethod
+    def all(self) -> KeyValueIterator[K, V]:
+        """Every entry, in key order."""
+
+    @abstractmethod
+    def flush(self) -> None:
+        """Push buffered writes down to the engine (and the engine's memtable to disk)."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Flush, release resources and refuse further use; idempotent."""
+
+
+class BytesStore(Protocol):
+    """A key-value store over bytes: engines and the cached/logged layers implement it.
+
+    Same semantics as KeyValueStore with bytes keys and values, plus write_batch().
+    """
+
+    def get(self, key: bytes) -> bytes | None:
+        """Value under ``key`` or None."""
+        ...
+
+    def get_all(self, keys: Iterable[bytes]) -> dict[bytes, bytes]:
+        """Present keys and their values."""
+        ...
+
+    def put(self, key: bytes, value: bytes) -> None:
+        """Store ``value`` under ``key``."""
+        ...
+
+    def put_all(self, items: Iterable[tuple[bytes, bytes]]) -> None:
+        """Store every (key, value) pair (engines apply them atomically as one batch)."""
+        ...
+
+    def delete(self, key: bytes) -> None:
+        """Remove ``key`` if present."""
+        ...
+
+    def delete_all(self, keys: Iterable[bytes]) -> None:
+        """Remove every key."""
+        ...
+
+    def write_batch(self, items: Sequence[tuple[bytes, bytes | None]]) -> None:
+        """Apply puts and deletes (value None) in one batch: how upper layers push writes down."""
+        ...
+
+    def range(self, start: bytes, end: bytes) -> KeyValueIterator[bytes, bytes]:
+        """Entries with start <= key < end, in key order."""
+        ...
+
+    def prefix(self, prefix: bytes) -> KeyValueIterator[bytes, bytes]:
+        """Entries whose key starts with ``prefix``, in key order."""
+        ...
+
+    def all(self) -> KeyValueIterator[bytes, bytes]:
+        """Every entry in key order."""
+        ...
+
+    def flush(self) -> None:
+        """Make buffered writes durable in the layer below."""
+        ...
+
+    def close(self) -> None:
+        """Flush and release resources; idempotent."""
+        ...

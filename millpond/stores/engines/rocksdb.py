@@ -1,0 +1,283 @@
+"""RocksDbEngine: a BytesStore on rocksdict in raw-bytes mode.
+
+Batches (put_all, delete_all, write_batch) go through one rocksdict WriteBatch. Iterators are
+rocksdict raw iterators (seek/valid/key/value/next) wrapped so they can be closed; the engine
+closes any still open when it closes, because a live RocksDB iterator keeps the database (and its
+LOCK file) open.
+"""
+
+from __future__ import annotations
+
+import shutil
+import weakref
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, cast
+
+from rocksdict import DbClosedError, Rdict, RdictIter, WriteBatch, WriteOptions
+
+from millpond.stores.api import KeyValueIterator
+from millpond.stores.engines.rocksdb_options import RocksDbOptions
+from millpond.stores.errors import NoneEntryError, StoreClosedError, StoreError
+
+__all__ = ["RocksDbEngine", "RocksDbOptions"]
+
+
+class RocksDbEngine:
+    """One RocksDB database in directory ``path`` (created if missing)."""
+
+    def __init__(self, path: Path | str, options: RocksDbOptions | None = None) -> None:
+        self.path = Path(path)
+        self.options = options if options is not None else RocksDbOptions()
+        self._closed = False
+        self._iterators: weakref.WeakSet[_RocksIterator] = weakref.WeakSet()
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            self._db = Rdict(
+                str(self.path),
+                self.options.to_rocksdict(),
+                access_type=self.options.access_type(),
+            )
+        except Exception as exc:
+            raise StoreError(f"cannot open RocksDB store at {self.path}: {exc}") from exc
+        self._db_get = self._db.get
+        self._db_put = self._db.put
+        self._db_delete = self._db.delete
+        self._db_write = self._db.write
+        self._wal_on = WriteOptions()
+        self._wal_off = WriteOptions()
+        # The stub declares disable_wal as a method; at runtime it is a settable property.
+        setattr(self._wal_off, "disable_wal", True)  # noqa: B010
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"RocksDbEngine({str(self.path)!r}, {state})"
+
+    # -- point operations -------------------------------------------------------------------
+
+    def get(self, key: bytes) -> bytes | None:
+        """Value under ``key`` or None."""
+        try:
+            return self._db_get(key)
+        except Exception as exc:
+            raise self._error("get", exc, key) from exc
+
+    def get_all(self, keys: Iterable[bytes]) -> dict[bytes, bytes]:
+        """Present keys and their values, fetched with one multi-get."""
+        key_list: list[Any] = list(keys)
+        try:
+            values = cast(list[bytes | None], self._db_get(key_list))
+        except Exception as exc:
+            raise self._error("get_all", exc, *key_list) from exc
+        return {k: v for k, v in zip(key_list, values, strict=True) if v is not None}
+
+    def put(self, key: bytes, value: bytes) -> None:
+        """Store ``value`` under ``key``."""
+        try:
+            self._db_put(key, value)
+        except Exception as exc:
+            raise self._error("put", exc, key, value) from exc
+
+    def delete(self, key: bytes) -> None:
+        """Remove ``key`` if present."""
+        try:
+            self._db_delete(key)
+        except Exception as exc:
+            raise self._error("delete", exc, key) from exc
+
+    # -- batches ------------------------------------------------------------------------------
+
+    def put_all(self, items: Iterable[tuple[bytes, bytes]]) -> None:
+        """Store every pair atomically in one WriteBatch."""
+        self._write("put_all", items, disable_wal=False, allow_delete=False)
+
+    def delete_all(self, keys: Iterable[bytes]) -> None:
+        """Remove every key atomically in one WriteBatch."""
+        self._write("delete_all", ((k, None) for k in keys), disable_wal=False)
+
+    def write_batch(
+        self, items: Sequence[tuple[bytes, bytes | None]], disable_wal: bool = False
+    ) -> None:
+        """Apply puts and deletes (value None) atomically in one WriteBatch.
+
+        ``disable_wal`` skips RocksDB's write-ahead log (fast changelog restore): such writes
+        are durable only after flush(), which the restorer must call before committing.
+        """
+        self._write("write_batch", items, disable_wal=disable_wal)
+
+    def _write(
+        self,
+        op: str,
+        items: Iterable[tuple[bytes, bytes | None]],
+        disable_wal: bool,
+        allow_delete: bool = True,
+    ) -> None:
+        batch = WriteBatch(raw_mode=True)
+        put, delete = batch.put, batch.delete
+        key: bytes | None = None
+        value: bytes | None = None
+        try:
+            for key, value in items:
+                if value is None:
+                    if not allow_delete:
+                        raise NoneEntryError(
+                            f"RocksDB store at {self.path}: {op}: value of {key!r} is None "
+                            "(use delete_all to remove keys)"
+                        )
+                    delete(key)
+                else:
+                    put(key, value)
+            if len(batch):
+                self._db_write(batch, self._wal_off if disable_wal else self._wal_on)
+        except StoreError:
+            raise
+        except Exception as exc:
+            raise self._error(op, exc, key, *(() if value is None else (value,))) from exc
+
+    # -- iteration ----------------------------------------------------------------------------
+
+    def range(self, start: bytes, end: bytes) -> KeyValueIterator[bytes, bytes]:
+        """Entries with start <= key < end, in key order."""
+        self._check_bound("range", start)
+        self._check_bound("range", end)
+        return self._iterator("range", start, end, None)
+
+    def prefix(self, prefix: bytes) -> KeyValueIterator[bytes, bytes]:
+        """Entries whose key starts with ``prefix``: seek to it, stop at the first that does not."""
+        self._check_bound("prefix", prefix)
+        return self._iterator("prefix", prefix, None, prefix or None)
+
+    def all(self) -> KeyValueIterator[bytes, bytes]:
+        """Every entry in key order."""
+        return self._iterator("all", None, None, None)
+
+    def _iterator(
+        self, op: str, start: bytes | None, end: bytes | None, prefix: bytes | None
+    ) -> _RocksIterator:
+        try:
+            raw = self._db.iter()
+            if start is None:
+                raw.seek_to_first()
+            else:
+                raw.seek(start)
+        except Exception as exc:
+            raise self._error(op, exc) from exc
+        iterator = _RocksIterator(raw, end, prefix, self.path)
+        self._iterators.add(iterator)
+        return iterator
+
+    def _check_bound(self, op: str, bound: object) -> None:
+        if type(bound) is not bytes:
+            if bound is None:
+                raise NoneEntryError(f"RocksDB store at {self.path}: {op}: key must not be None")
+            raise StoreError(
+                f"RocksDB store at {self.path}: {op}: keys must be bytes, "
+                f"got {type(bound).__name__}"
+            )
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Flush memtables to SST files (makes WAL-less writes durable)."""
+        try:
+            self._db.flush(True)
+        except Exception as exc:
+            raise self._error("flush", exc) from exc
+
+    def compact(self) -> None:
+        """Compact the whole key range (also drops TTL-expired entries)."""
+        try:
+            self._db.compact_range(None, None)
+        except Exception as exc:
+            raise self._error("compact", exc) from exc
+
+    def checkpoint(self, path: Path | str) -> None:
+        """Write a RocksDB checkpoint (hard-linked SST files) of the current content to ``path``.
+
+        The changelog layer takes one at each commit so a crash never leaves recovery to
+        a directory holding uncommitted writes.
+        """
+        from rocksdict import Checkpoint
+
+        Checkpoint(self._db).create_checkpoint(str(path))
+
+    def close(self) -> None:
+        """Close open iterators, flush and close the database; idempotent."""
+        if self._closed:
+            return
+        for iterator in list(self._iterators):
+            iterator.close()
+        self._iterators.clear()
+        try:
+            self._db.flush(True)
+        finally:
+            self._closed = True
+            self._db.close()
+
+    def destroy(self) -> None:
+        """Close the database and delete its directory."""
+        self.close()
+        try:
+            Rdict.destroy(str(self.path), self.options.to_rocksdict())
+        except Exception as exc:
+            raise StoreError(f"cannot destroy RocksDB store at {self.path}: {exc}") from exc
+        shutil.rmtree(self.path, ignore_errors=True)
+
+    @property
+    def closed(self) -> bool:
+        """True after close()."""
+        return self._closed
+
+    def _error(self, op: str, exc: BaseException, *args: object) -> StoreError:
+        """Explain a rocksdict failure (only ever called on the error path)."""
+        where = f"RocksDB store at {self.path}: {op}"
+        if self._closed or isinstance(exc, DbClosedError):
+            return StoreClosedError(f"{where}: store is closed")
+        if any(a is None for a in args):
+            return NoneEntryError(f"{where}: keys and values must not be None")
+        wrong = next((a for a in args if type(a) is not bytes), None)
+        if wrong is not None:
+            return StoreError(f"{where}: keys and values must be bytes, got {type(wrong).__name__}")
+        return StoreError(f"{where} failed: {exc}")
+
+
+class _RocksIterator(KeyValueIterator[bytes, bytes]):
+    """(key, value) pairs from a positioned raw iterator, up to ``end`` / while ``prefix`` holds."""
+
+    __slots__ = ("_raw", "_end", "_prefix", "_closed", "_path", "__weakref__")
+
+    def __init__(
+        self, raw: RdictIter, end: bytes | None, prefix: bytes | None, path: Path
+    ) -> None:
+        self._raw: RdictIter | None = raw
+        self._end = end
+        self._prefix = prefix
+        self._closed = False
+        self._path = path
+
+    def __next__(self) -> tuple[bytes, bytes]:
+        raw = self._raw
+        if raw is None:
+            if self._closed:
+                raise StoreClosedError(f"RocksDB store at {self._path}: iterator used after close()")
+            raise StopIteration
+        if raw.valid():
+            key: bytes = raw.key()
+            end, prefix = self._end, self._prefix
+            if (end is None or key < end) and (prefix is None or key.startswith(prefix)):
+                value: bytes = raw.value()
+                raw.next()
+                return key, value
+        else:
+            try:
+                raw.status()
+            except Exception as exc:
+                self._raw = None
+                raise StoreError(f"RocksDB store at {self._path}: iteration failed: {exc}") from exc
+        self._raw = None  # exhausted: release the RocksDB iterator right away
+        raise StopIteration
+
+    def close(self) -> None:
+        """Release the RocksDB iterator; later next() calls raise StoreClosedError."""
+        self._raw = None
+        self._closed = True

@@ -1,0 +1,197 @@
+"""SerializedStore: the typed KeyValueStore on top of a BytesStore, via a key and a value serde.
+
+Ordering of range/prefix/all is that of the serialized key bytes. Serde and store errors raised
+below get this store's name added before they propagate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from millpond.serdes import Serde, SerdeError
+from millpond.stores.api import BytesStore, K, KeyValueIterator, KeyValueStore, V
+from millpond.stores.errors import NoneEntryError, StoreError
+
+_Failure = (SerdeError, StoreError)
+
+
+class SerializedStore(KeyValueStore[K, V]):
+    """Typed store named ``store_name``: encodes keys/values with the serdes, stores bytes."""
+
+    def __init__(
+        self,
+        inner: BytesStore,
+        key_serde: Serde[K],
+        msg_serde: Serde[V],
+        store_name: str,
+    ) -> None:
+        self.name = store_name
+        self.inner = inner
+        self.key_serde = key_serde
+        self.msg_serde = msg_serde
+        # Bound once: the get/put paths are a handful of calls with no attribute chains.
+        self._kenc = key_serde.to_bytes
+        self._kdec = key_serde.from_bytes
+        self._venc = msg_serde.to_bytes
+        self._vdec = msg_serde.from_bytes
+        self._get = inner.get
+        self._put = inner.put
+        self._delete = inner.delete
+
+    def __repr__(self) -> str:
+        return f"SerializedStore({self.name!r}, {self.key_serde!r}, {self.msg_serde!r})"
+
+    def get(self, key: K) -> V | None:
+        """Value under ``key`` or None."""
+        if key is None:
+            raise self._none("get", "key")
+        try:
+            data = self._get(self._kenc(key))
+            return None if data is None else self._vdec(data)
+        except _Failure as exc:
+            exc.add_store(self.name)
+            raise
+
+    def get_all(self, keys: Iterable[K]) -> dict[K, V]:
+        """Present keys and their values (absent keys are left out)."""
+        kenc, vdec = self._kenc, self._vdec
+        try:
+            originals: dict[bytes, K] = {}
+            for key in keys:
+                if key is None:
+                    raise self._none("get_all", "key")
+                originals[kenc(key)] = key
+            found = self.inner.get_all(list(originals))
+            return {originals[kb]: vdec(vb) for kb, vb in found.items()}
+        except _Failure as exc:
+            exc.add_store(self.name)
+            raise
+
+    def put(self, key: K, value: V) -> None:
+        """Store ``value`` under ``key``."""
+        if key is None or value is None:
+            raise self._none("put", "key" if key is None else "value")
+        try:
+            self._put(self._kenc(key), self._venc(value))
+        except _Failure as exc:
+            exc.add_store(self.name)
+            raise
+
+    def put_all(self, items: Iterable[tuple[K, V]]) -> None:
+        """Store every pair; all are encoded before any is written."""
+        kenc, venc = self._kenc, self._venc
+        try:
+            encoded = []
+            for key, value in items:
+                if key is None or value is None:
+                    raise self._none("put_all", "key" if key is None else "value")
+                encoded.append((kenc(key), venc(value)))
+            self.inner.put_all(encoded)
+        except _Failure as exc:
+            exc.add_store(self.name)
+            raise
+
+    def delete(self, key: K) -> None:
+        """Remove ``key`` if present."""
+        if key is None:
+            raise self._none("delete", "key")
+        try:
+            self._delete(self._kenc(key))
+        except _Failure as exc:
+            exc.add_store(self.name)
+            raise
+
+    def delete_all(self, keys: Iterable[K]) -> None:
+        """Remove every key; all are encoded before any is deleted."""
+        kenc = self._kenc
+        try:
+            encoded = []
+            for key in keys:
+                if key is None:
+                    raise self._none("delete_all", "key")
+                encoded.append(kenc(key))
+            self.inner.delete_all(encoded)
+        except _Failure as exc:
+            exc.add_store(self.name)
+            raise
+
+    def range(self, start: K, end: K) -> KeyValueIterator[K, V]:
+        """Entries with serialized start <= serialized key < serialized end, in key order."""
+        if start is None or end is None:
+            raise self._none("range", "start" if start is None else "end")
+        try:
+            return self._decoding(self.inner.range(self._kenc(start), self._kenc(end)))
+        except _Failure as exc:
+            exc.add_store(self.name)
+            raise
+
+    def prefix(self, prefix: K) -> KeyValueIterator[K, V]:
+        """Entries whose serialized key starts with the serialized ``prefix``, in key order."""
+        if prefix is None:
+            raise self._none("prefix", "prefix")
+        try:
+            return self._decoding(self.inner.prefix(self._kenc(prefix)))
+        except _Failure as exc:
+            exc.add_store(self.name)
+            raise
+
+    def all(self) -> KeyValueIterator[K, V]:
+        """Every entry, in key order."""
+        try:
+            return self._decoding(self.inner.all())
+        except StoreError as exc:
+            exc.add_store(self.name)
+            raise
+
+    def flush(self) -> None:
+        """Flush the layers below."""
+        try:
+            self.inner.flush()
+        except StoreError as exc:
+            exc.add_store(self.name)
+            raise
+
+    def close(self) -> None:
+        """Flush and close the layers below; idempotent."""
+        try:
+            self.inner.close()
+        except StoreError as exc:
+            exc.add_store(self.name)
+            raise
+
+    def _decoding(self, inner: KeyValueIterator[bytes, bytes]) -> _DecodingIterator[K, V]:
+        return _DecodingIterator(inner, self._kdec, self._vdec, self.name)
+
+    def _none(self, op: str, what: str) -> NoneEntryError:
+        hint = " (use delete() to remove a key)" if what == "value" else ""
+        return NoneEntryError(f"{op}: {what} must not be None{hint}", store=self.name)
+
+
+class _DecodingIterator(KeyValueIterator[K, V]):
+    """Decodes the (key, value) byte pairs of an inner iterator."""
+
+    __slots__ = ("_inner", "_kdec", "_vdec", "_store")
+
+    def __init__(
+        self,
+        inner: KeyValueIterator[bytes, bytes],
+        kdec: Callable[[bytes], K],
+        vdec: Callable[[bytes], V],
+        store: str,
+    ) -> None:
+        self._inner = inner
+        self._kdec = kdec
+        self._vdec = vdec
+        self._store = store
+
+    def __next__(self) -> tuple[K, V]:
+        try:
+            key, value = next(self._inner)
+            return self._kdec(key), self._vdec(value)
+        except _Failure as exc:
+            exc.add_store(self._store)
+            raise
+
+    def close(self) -> None:
+        """Close the inner iterator."""
+        self._inner.close()

@@ -1,0 +1,121 @@
+"""The StreamTask API users implement, and the objects the container hands to it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from millpond.config import Config
+    from millpond.stores.api import KeyValueStore
+
+
+@dataclass(frozen=True)
+class SystemStreamPartition:
+    """An input partition: ``system``, ``stream`` (topic) and ``partition``."""
+
+    system: str
+    stream: str
+    partition: int
+
+
+@dataclass
+class IncomingMessageEnvelope:
+    """One input message, deserialized with the stream's serdes."""
+
+    stream: str
+    partition: int
+    offset: int
+    key: Any
+    message: Any
+    timestamp: int | None = None
+    headers: Sequence[tuple[str, bytes]] = ()
+    system: str = "kafka"
+
+    @property
+    def system_stream_partition(self) -> SystemStreamPartition:
+        return SystemStreamPartition(self.system, self.stream, self.partition)
+
+
+@dataclass
+class OutgoingMessageEnvelope:
+    """A message to send: ``stream`` is ``"kafka.<topic>"`` or a bare topic.
+
+    ``partition`` None means Kafka's default partitioner on the serialized key.
+    """
+
+    stream: str
+    message: Any
+    key: Any = None
+    partition: int | None = None
+    headers: Sequence[tuple[str, bytes]] = field(default_factory=tuple)
+
+
+class MessageCollector:
+    """Sends output messages; they are flushed and checked before each commit."""
+
+    def send(self, envelope: OutgoingMessageEnvelope) -> None:
+        raise NotImplementedError
+
+
+class TaskCoordinator:
+    """Lets a task ask for a commit or a shutdown of the container."""
+
+    def __init__(self) -> None:
+        self.commit_requested = False
+        self.shutdown_requested = False
+
+    def commit(self) -> None:
+        """Commit this task's state, outputs and offsets after the current message."""
+        self.commit_requested = True
+
+    def shutdown(self) -> None:
+        """Stop the container cleanly (final commit) after the current message."""
+        self.shutdown_requested = True
+
+
+@dataclass
+class TaskContext:
+    """What ``StreamTask.init`` receives: the task's stores, name, partition and config."""
+
+    task_name: str
+    partition: int
+    config: Config
+    stores: Mapping[str, KeyValueStore]
+    metrics: dict[str, float] = field(default_factory=dict)
+
+    def get_store(self, name: str) -> KeyValueStore:
+        """The store ``name`` configured under ``stores.<name>.*``."""
+        try:
+            return self.stores[name]
+        except KeyError:
+            known = ", ".join(sorted(self.stores)) or "none"
+            raise KeyError(f"no store named {name!r} is configured (stores: {known})") from None
+
+
+class StreamTask:
+    """Subclass this; one instance runs per input partition (task).
+
+    ``process`` is called for every message; ``window`` every ``task.window.ms`` (never
+    concurrently with ``process``); ``on_end_of_stream`` once all inputs are exhausted
+    when the job runs with bounded inputs; ``close`` when the task stops.
+    """
+
+    def init(self, context: TaskContext) -> None:
+        """Called once before any message; fetch stores here."""
+
+    def process(
+        self, envelope: IncomingMessageEnvelope, collector: MessageCollector,
+        coordinator: TaskCoordinator,
+    ) -> None:
+        raise NotImplementedError
+
+    def window(self, collector: MessageCollector, coordinator: TaskCoordinator) -> None:
+        """Called every ``task.window.ms``."""
+
+    def on_end_of_stream(self, collector: MessageCollector, coordinator: TaskCoordinator) -> None:
+        """Called when every input partition of the task reached its end (bounded runs)."""
+
+    def close(self) -> None:
+        """Called when the task stops (shutdown or partition revoked)."""

@@ -1,0 +1,43 @@
+"""The collector: serializes output messages and hands them to a tracked producer."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from millpond.changelog.producer import TrackedProducer
+from millpond.config import StreamRef
+from millpond.tasks.api import MessageCollector, OutgoingMessageEnvelope
+
+SerdeLookup = Callable[[StreamRef], tuple[Any, Any]]
+
+
+class KafkaCollector(MessageCollector):
+    """Sends outputs through the task's producer (inside its transaction under exactly-once)."""
+
+    def __init__(self, producer: TrackedProducer, serdes: SerdeLookup, default_system: str = "kafka"):
+        self.producer = producer
+        self._serdes = serdes
+        self._default_system = default_system
+        self._cache: dict[str, tuple[str, Any, Any]] = {}
+        self.sent = 0
+
+    def _resolve(self, stream: str) -> tuple[str, Any, Any]:
+        hit = self._cache.get(stream)
+        if hit is None:
+            ref = StreamRef.parse(stream, self._default_system)
+            key_serde, msg_serde = self._serdes(ref)
+            hit = self._cache[stream] = (ref.topic, key_serde, msg_serde)
+        return hit
+
+    def send(self, envelope: OutgoingMessageEnvelope) -> None:
+        """Serialize ``envelope`` with its stream's serdes and queue it."""
+        topic, key_serde, msg_serde = self._resolve(envelope.stream)
+        key = envelope.key
+        if key is not None and key_serde is not None:
+            key = key_serde.to_bytes(key)
+        value = envelope.message
+        if value is not None and msg_serde is not None:
+            value = msg_serde.to_bytes(value)
+        self.producer.send(topic, envelope.partition, key, value, envelope.headers or None)
+        self.sent += 1

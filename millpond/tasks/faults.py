@@ -1,0 +1,29 @@
+"""Fault injection for crash tests: ``MILLPOND_CRASH_AT=<point>[:<n>]`` SIGKILLs the process.
+
+The process kills itself the n-th time (default 1st) it reaches the named point of the
+commit sequence, so tests can prove state survives a crash between any two steps.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+_spec = os.environ.get("MILLPOND_CRASH_AT", "")
+_point, _, _nth = _spec.partition(":")
+_remaining = int(_nth or 1)
+
+POINTS = (
+    "before-flush", "after-flush", "after-changelog-delivered", "after-checkpoint-topic",
+    "after-offsets-commit", "after-local-checkpoint", "mid-process",
+)
+
+
+def crash_point(name: str) -> None:
+    """SIGKILL this process if ``MILLPOND_CRASH_AT`` names this point (and count is reached)."""
+    global _remaining
+    if name != _point:
+        return
+    _remaining -= 1
+    if _remaining <= 0:
+        os.kill(os.getpid(), signal.SIGKILL)

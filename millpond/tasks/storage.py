@@ -1,0 +1,190 @@
+"""A task's stores: opened through recovery, stacked in layers, checkpointed at commit.
+
+Layers per store, top to bottom (Samza's stack): serialized -> cached -> logged ->
+engine. The logged layer mirrors writes to the store's changelog partition.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer
+
+from millpond.changelog import local
+from millpond.changelog.admin import changelog_topic
+from millpond.changelog.checkpoint import StoreOffset, clear_offset_file, write_offset_file
+from millpond.changelog.guarantees import Guarantee
+from millpond.changelog.logged import LoggedStore
+from millpond.changelog.producer import TrackedProducer
+from millpond.changelog.recovery import RecoveryResult, recover_store
+from millpond.changelog.restore import RestoreListener
+from millpond.config import Config, StoreConfig
+from millpond.serdes import build_serde
+from millpond.stores import InMemoryEngine, RocksDbEngine, RocksDbOptions, build_store
+from millpond.stores.api import KeyValueStore
+
+log = logging.getLogger(__name__)
+
+
+def store_topic(config: Config, store: StoreConfig) -> str:
+    """The changelog topic of ``store`` (configured or default name)."""
+    configured = store.changelog.topic if store.changelog is not None else None
+    return changelog_topic(config.job.name, config.job.id, store.name, configured)
+
+
+def open_engine(cfg: StoreConfig, live: Path | None) -> Any:
+    """Open the storage engine of ``cfg`` (RocksDB at ``live``, or in memory)."""
+    if cfg.factory == "inmemory" or live is None:
+        return InMemoryEngine()
+    live.mkdir(parents=True, exist_ok=True)
+    return RocksDbEngine(live, RocksDbOptions.from_store_properties(cfg.properties))
+
+
+def serdes_for(config: Config, cfg: StoreConfig) -> tuple[Any, Any]:
+    """The key and value serdes of a store, from ``stores.<name>.key.serde|msg.serde``."""
+    key = build_serde(config.serde_spec(cfg.key_serde, f"stores.{cfg.name}.key.serde"))
+    msg = build_serde(config.serde_spec(cfg.msg_serde, f"stores.{cfg.name}.msg.serde"))
+    return key, msg
+
+
+@dataclass
+class OpenStore:
+    """One opened store of a task with the layers the task and the commit need."""
+
+    config: StoreConfig
+    topic: str | None
+    live: Path | None
+    engine: Any
+    logged: LoggedStore | None
+    store: KeyValueStore[Any, Any]
+    lock: local.StoreLock | None
+    offset: int  # last changelog offset the engine reflects as of the last commit
+    recovery: RecoveryResult | None = None
+
+
+@dataclass
+class TaskStorage:
+    """All stores of one task (one input partition)."""
+
+    partition: int
+    stores: dict[str, OpenStore] = field(default_factory=dict)
+
+    @classmethod
+    def open(
+        cls, config: Config, partition: int, guarantee: Guarantee, producer: TrackedProducer | None,
+        restore_consumer: Consumer, checkpointed: dict[str, int] | None,
+        listener: RestoreListener | None = None, only: str | None = None,
+    ) -> TaskStorage:
+        """Lock, recover and layer every store of the task (or just ``only``)."""
+        storage = cls(partition)
+        try:
+            for name, cfg in config.stores.items():
+                if only is not None and name != only:
+                    continue
+                storage.stores[name] = _open_store(
+                    config, cfg, partition, guarantee, producer, restore_consumer,
+                    (checkpointed or {}).get(name), listener,
+                )
+        except BaseException:
+            storage.close()
+            raise
+        return storage
+
+    @property
+    def trimmed(self) -> int:
+        """Keys re-written to changelogs during recovery (needs a commit at once)."""
+        return sum(s.recovery.trimmed for s in self.stores.values() if s.recovery)
+
+    def user_stores(self) -> dict[str, KeyValueStore[Any, Any]]:
+        return {name: s.store for name, s in self.stores.items()}
+
+    def flush(self) -> None:
+        """Write cached writes down to the engines and the changelog producer."""
+        for s in self.stores.values():
+            s.store.flush()
+
+    def changelog_offsets(self, producer: TrackedProducer | None) -> dict[str, int]:
+        """Per store, the last changelog offset written (after the producer was flushed)."""
+        out: dict[str, int] = {}
+        for name, s in self.stores.items():
+            if s.topic is None:
+                continue
+            last = producer.last_offset(s.topic, self.partition) if producer else None
+            if last is not None and last > s.offset:
+                s.offset = last
+            out[name] = s.offset
+        return out
+
+    def after_commit(self) -> None:
+        """Checkpoint each store's directory: the commit now describes its content."""
+        for name, s in self.stores.items():
+            if s.live is None or s.topic is None:
+                continue
+            offset = StoreOffset(name, s.topic, self.partition, s.offset)
+            if s.logged is None or s.logged.dirty or not local.checkpoint_dir(s.live).exists():
+                tmp = Path(tempfile.mkdtemp(prefix=".ckpt-", dir=s.live.parent))
+                tmp.rmdir()  # RocksDB creates the checkpoint directory itself
+                s.engine.checkpoint(tmp)
+                write_offset_file(tmp, offset)
+                local.install_checkpoint(tmp, s.live)
+            write_offset_file(s.live, offset)
+            if s.logged is not None:
+                s.logged.mark_clean()
+
+    def close(self) -> None:
+        """Close engines and release locks (no flush: the caller commits first if it wants)."""
+        for s in self.stores.values():
+            try:
+                s.engine.close()
+            except Exception as exc:  # closing must release the lock even if the engine fails
+                log.warning("closing store %s: %s", s.config.name, exc)
+            if s.lock is not None:
+                s.lock.release()
+        self.stores.clear()
+
+
+def _open_store(
+    config: Config, cfg: StoreConfig, partition: int, guarantee: Guarantee,
+    producer: TrackedProducer | None, consumer: Consumer, checkpointed: int | None,
+    listener: RestoreListener | None,
+) -> OpenStore:
+    key_serde, msg_serde = serdes_for(config, cfg)
+    persistent = cfg.factory != "inmemory"
+    live = (local.store_dir(config.job.logged_store_base_dir, config.job.name, cfg.name, partition)
+            if persistent else None)
+    lock = None
+    if live is not None:
+        lock = local.StoreLock(live)
+        lock.acquire()
+    try:
+        if cfg.changelog is None:
+            engine = open_engine(cfg, live)
+            recovery = None
+            topic = None
+            offset = -1
+        else:
+            topic = store_topic(config, cfg)
+            engine, recovery = recover_store(
+                store=cfg.name, live=live, open_engine=lambda: open_engine(cfg, live),
+                topic=topic, partition=partition, guarantee=guarantee,
+                checkpointed=checkpointed, consumer=consumer, producer=producer,
+                listener=listener,
+            )
+            offset = recovery.offset
+        logged = None
+        inner: Any = engine
+        if topic is not None and producer is not None:
+            on_dirty = (lambda d=live: clear_offset_file(d)) if live is not None else None
+            logged = LoggedStore(engine, producer, topic, partition, on_dirty)
+            inner = logged
+        store = build_store(cfg.name, inner, key_serde, msg_serde,
+                            cfg.object_cache_size, cfg.write_batch_size)
+        return OpenStore(cfg, topic, live, engine, logged, store, lock, offset, recovery)
+    except BaseException:
+        if lock is not None:
+            lock.release()
+        raise

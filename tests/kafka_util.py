@@ -1,0 +1,133 @@
+"""Test helpers over a real broker: topics, producing inputs, reading topics, job runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+REPO = Path(__file__).resolve().parents[1]
+MILLPOND = str(Path(sys.executable).with_name("millpond"))
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 1, **config: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1, config=config)])[name].result(timeout=30)
+
+
+def produce_users(bootstrap: str, topic: str, n: int, users: int, partitions: int) -> Counter[str]:
+    """Produce ``n`` JSON page views over ``users`` users, keyed (and so partitioned) by user."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    expected: Counter[str] = Counter()
+    for i in range(n):
+        user = f"user-{(i * 7919) % users}"
+        producer.produce(topic, key=user.encode(), value=json.dumps({"user_id": user, "i": i}),
+                         partition=hash_partition(user, partitions))
+        expected[user] += 1
+        if i % 10000 == 0:
+            producer.poll(0)
+    assert producer.flush(60) == 0
+    return expected
+
+
+def hash_partition(user: str, partitions: int) -> int:
+    """A stable partition for a user (tests don't depend on librdkafka's partitioner)."""
+    return int(user.rsplit("-", 1)[1]) % partitions
+
+
+def read_topic(bootstrap: str, topic: str, isolation: str = "read_committed") -> list[Any]:
+    """Every record of ``topic`` (all partitions) from the beginning to the current end."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"r-{time.monotonic_ns()}",
+                         "enable.auto.commit": False, "isolation.level": isolation,
+                         "enable.partition.eof": True})
+    md = consumer.list_topics(topic, timeout=30).topics[topic]
+    parts = [TopicPartition(topic, p, 0) for p in md.partitions]
+    consumer.assign(parts)
+    remaining = {p.partition for p in parts}
+    out = []
+    deadline = time.monotonic() + 60
+    try:
+        while remaining and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                if msg.error().code() == KafkaError._PARTITION_EOF:
+                    remaining.discard(msg.partition())
+                    continue
+                raise AssertionError(msg.error())
+            out.append(msg)
+    finally:
+        consumer.close()
+    assert not remaining, f"did not reach the end of {topic} partitions {remaining}"
+    return out
+
+
+def write_properties(path: Path, props: dict[str, Any]) -> Path:
+    path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    return path
+
+
+def counting_job(bootstrap: str, name: str, inputs: str, state: Path, **extra: Any) -> dict[str, Any]:
+    props = {
+        "job.name": name,
+        "task.class": "tests.jobs.counting.Counter",
+        "task.inputs": f"kafka.{inputs}",
+        "task.commit.ms": 300,
+        "systems.kafka.bootstrap.servers": bootstrap,
+        "systems.kafka.samza.key.serde": "string",
+        "systems.kafka.samza.msg.serde": "json",
+        "stores.counts.factory": "rocksdb",
+        "stores.counts.key.serde": "string",
+        "stores.counts.msg.serde": "json",
+        "stores.counts.changelog": f"kafka.{name}-counts-changelog",
+        "job.logged.store.base.dir": str(state),
+    }
+    props.update(extra)
+    return props
+
+
+def run_job(config: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 120,
+            ) -> subprocess.CompletedProcess[str]:
+    """Run ``millpond run --config`` to completion (use --bounded) in the repo dir."""
+    return subprocess.run([MILLPOND, "run", "--config", str(config), *args],
+                          cwd=REPO, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})})
+
+
+def start_job(config: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen([MILLPOND, "run", "--config", str(config), *args], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, **(env or {})})
+
+
+def millpond(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([MILLPOND, *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def dump_store(config: Path, store: str) -> dict[str, Any]:
+    """Every partition of ``store`` through `millpond store dump`, as {key: value}."""
+    out = millpond("store", "dump", "--config", str(config), "--store", store)
+    assert out.returncode == 0, out.stdout + out.stderr
+    state: dict[str, Any] = {}
+    for line in out.stdout.splitlines():
+        row = json.loads(line)
+        state[row["key"]] = row["value"]
+    return state
+
+
+def latest_by_key(records: Iterable[Any]) -> dict[bytes, bytes | None]:
+    latest: dict[bytes, bytes | None] = {}
+    for msg in records:
+        latest[msg.key()] = msg.value()
+    return latest
