@@ -91,12 +91,16 @@ def counting_job(bootstrap: str, name: str, inputs: str, state: Path, **extra: A
         "stores.counts.msg.serde": "json",
         "stores.counts.changelog": f"kafka.{name}-counts-changelog",
         "job.logged.store.base.dir": str(state),
+        # Static membership: a restarted process takes its partitions back at once
+        # instead of waiting for the killed member's session to time out.
+        "systems.kafka.consumer.group.instance.id": f"{name}-process-1",
+        "systems.kafka.consumer.session.timeout.ms": 10000,
     }
     props.update(extra)
     return props
 
 
-def run_job(config: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 120,
+def run_job(config: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 60,
             ) -> subprocess.CompletedProcess[str]:
     """Run ``millpond run --config`` to completion (use --bounded) in the repo dir."""
     return subprocess.run([MILLPOND, "run", "--config", str(config), *args],

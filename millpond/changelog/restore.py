@@ -94,9 +94,11 @@ def read_range(
         return
     consumer.assign([TopicPartition(topic, partition, start)])
     last_progress = time.monotonic()
+    position = start
     try:
         while True:
-            msgs = consumer.consume(BATCH, 0.5)
+            # consume() waits for a full batch or the timeout: ask for no more than remain.
+            msgs = consumer.consume(max(1, min(BATCH, end - position)), 0.2)
             batch: list[Message] = []
             done = False
             for msg in msgs:
@@ -113,7 +115,8 @@ def read_range(
                 batch.append(msg)
             if batch:
                 last_progress = time.monotonic()
-                if batch[-1].offset() >= end - 1:  # type: ignore[operator]
+                position = batch[-1].offset() + 1  # type: ignore[operator]
+                if position >= end:
                     done = True
                 yield batch
             if done:

@@ -407,6 +407,8 @@ class Container:
                     self._stop = True
                 if task.coordinator.commit_requested:
                     self.commit([task])
+            if msgs:
+                crash_point("mid-batch")
             now = time.monotonic()
             if window_every:
                 for t in list(tasks.values()):
