@@ -101,13 +101,25 @@ def _fail(exc: Exception) -> click.ClickException:
 @click.option("--partition", "partitions", type=int, multiple=True,
               help="Only this partition (repeatable; default: all).")
 @click.option("--full", is_flag=True, help="Wipe local state first and replay the whole changelog.")
+@click.option("--from-local", is_flag=True,
+              help="The other way round: re-seed emptied changelogs from the local stores.")
 def restore(config_path: Path, overrides: tuple[str, ...], store: str | None,
-            partitions: tuple[int, ...], full: bool) -> None:
+            partitions: tuple[int, ...], full: bool, from_local: bool) -> None:
     """Rebuild local stores from their changelogs (the job must be stopped)."""
     from millpond.changelog.errors import ChangelogError
     from millpond.tasks import offline
 
     job = _job(config_path, overrides)
+    if from_local:
+        if full or partitions:
+            raise click.UsageError("--from-local re-seeds every partition; drop --full/--partition")
+        try:
+            written = offline.reseed_from_local(job, store)
+        except ChangelogError as exc:
+            raise _fail(exc) from exc
+        for name, n in written.items():
+            click.echo(f"re-seeded changelog of {name} with {n} records from local state")
+        return
     try:
         results = offline.restore(job, store, list(partitions) or None, full, _ProgressListener())
     except ChangelogError as exc:

@@ -20,6 +20,11 @@ import pytest
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--faults-full", action="store_true", default=False,
+                     help="run the long versions of tests/faults (make faults)")
+
+
 def unavailable(reason: str) -> None:
     """Fail in CI, skip elsewhere: a missing broker or JVM is never silently skipped in CI."""
     if IN_CI:

@@ -22,6 +22,16 @@ log = logging.getLogger(__name__)
 Headers = Sequence[tuple[str, bytes]]
 
 
+def log_client_error(err: KafkaError) -> None:
+    """Say plainly when Kafka is unreachable; librdkafka keeps retrying by itself."""
+    if err.code() in (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN):
+        log.warning("Kafka broker unreachable (%s); waiting and retrying", err.str())
+    elif err.fatal():
+        log.error("fatal Kafka client error: %s", err.str())
+    else:
+        log.warning("Kafka client: %s", err.str())
+
+
 class TrackedProducer:
     """A confluent-kafka Producer with delivery bookkeeping (one per process or per task)."""
 
@@ -36,6 +46,7 @@ class TrackedProducer:
         }
         conf.update(config)
         conf["on_delivery"] = self._on_delivery
+        conf.setdefault("error_cb", log_client_error)
         self.transactional = "transactional.id" in conf
         self._producer = Producer(conf)
         self._errors: list[str] = []

@@ -55,7 +55,7 @@ def _warn(message: str) -> None:
     warnings.warn(message, RecoveryWarning, stacklevel=3)
 
 
-def _local_start(live: Path, topic: str, partition: int) -> int | None:
+def local_start(live: Path, topic: str, partition: int) -> int | None:
     """The offset the local directory reflects after choosing live or checkpoint; None = none."""
     try:
         clean = read_offset_file(live)
@@ -97,21 +97,21 @@ def recover_store(
     """
     tp = TopicPartition(topic, partition)
     low, high = (int(x) for x in consumer.get_watermark_offsets(tp, timeout=30))
+    if checkpointed is not None and checkpointed >= high:
+        raise ChangelogLostError(
+            f"changelog {topic}[{partition}] ends at offset {high} but the last checkpoint "
+            f"says store {store} wrote offset {checkpointed}: the topic was deleted, "
+            f"recreated or truncated and restoring would lose state. If the local store is "
+            f"intact, re-seed the changelog with `millpond restore --from-local`."
+        )
     if guarantee.restores_to_checkpoint:
-        if checkpointed is not None and checkpointed >= high:
-            raise ChangelogLostError(
-                f"changelog {topic}[{partition}] ends at offset {high} but the last checkpoint "
-                f"says store {store} wrote offset {checkpointed}: the topic was deleted, "
-                f"recreated or truncated and restoring would lose state. If the local store is "
-                f"intact, re-seed the changelog with `millpond restore --from-local`."
-            )
         end = (checkpointed + 1) if checkpointed is not None else low
     else:
         end = high  # LSO for read_committed consumers
 
     start: int | None = None
     if live is not None:
-        start_offset = _local_start(live, topic, partition)
+        start_offset = local_start(live, topic, partition)
         if start_offset is not None:
             if start_offset + 1 > end:
                 _warn(f"local store {live} is at changelog offset {start_offset}, ahead of the "

@@ -18,7 +18,9 @@ from millpond.serdes.api import Serde
 from millpond.serdes.errors import SerdeError
 
 
-def load_schema(name: str, schema: str | dict[str, Any] | list[Any], location: str | None = None) -> Any:
+def load_schema(
+    name: str, schema: str | dict[str, Any] | list[Any], location: str | None = None
+) -> Any:
     """Parse an Avro schema given as a dict/list, inline JSON text, or a .avsc path."""
     if isinstance(schema, str):
         text = schema.strip()

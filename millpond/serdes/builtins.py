@@ -59,7 +59,7 @@ class BytesSerde(Serde[bytes]):
     def __init__(self, name: str = "bytes") -> None:
         self.name = name
 
-    def to_bytes(self, obj: bytes) -> bytes:
+    def to_bytes(self, obj: bytes | bytearray | memoryview) -> bytes:
         if type(obj) is bytes:
             return obj
         if isinstance(obj, bytes | bytearray | memoryview):

@@ -45,9 +45,7 @@ def _string(name: str, params: Mapping[str, str], location: str) -> Serde[Any]:
 
 def _avro(name: str, params: Mapping[str, str], location: str) -> Serde[Any]:
     if "schema" not in params:
-        raise SerdeError(
-            name, f"avro needs serializers.registry.{name}.schema", location=location
-        )
+        raise SerdeError(name, f"avro needs serializers.registry.{name}.schema", location=location)
     return AvroSerde(params["schema"], name=name, location=location)
 
 
@@ -86,8 +84,9 @@ def build_serde(spec: SerdeSpecLike) -> Serde[Any]:
         if "." not in factory:
             known = ", ".join(sorted(BUILTINS))
             raise SerdeError(
-                spec.name, f"unknown serde factory {factory!r} (built-ins: {known}; "
-                "or give a Samza serde factory class or a dotted Python path)"
+                spec.name,
+                f"unknown serde factory {factory!r} (built-ins: {known}; "
+                "or give a Samza serde factory class or a dotted Python path)",
             )
         return _from_dotted_path(spec.name, factory, spec.params)
     except SerdeError as exc:

@@ -31,14 +31,14 @@ from confluent_kafka import (
 from millpond.changelog.admin import TopicAdmin
 from millpond.changelog.checkpoint import checkpoint_topic, read_checkpoints, task_name
 from millpond.changelog.guarantees import Guarantee
-from millpond.changelog.producer import TrackedProducer
+from millpond.changelog.producer import TrackedProducer, log_client_error
 from millpond.changelog.restore import RestoreListener, restore_consumer
 from millpond.config import Config, StreamRef
 from millpond.serdes import build_serde
 from millpond.tasks.api import StreamTask, TaskContext
 from millpond.tasks.collector import KafkaCollector
 from millpond.tasks.errors import MessageError, TaskConfigError
-from millpond.tasks.faults import crash_point
+from millpond.tasks.faults import abort_point, crash_point
 from millpond.tasks.instance import TaskInstance
 from millpond.tasks.storage import TaskStorage, store_topic
 
@@ -85,7 +85,8 @@ class Container:
         bootstrap = system.bootstrap_servers if system else None
         if not bootstrap:
             raise TaskConfigError("systems.kafka.bootstrap.servers is not set")
-        self.client_conf: dict[str, Any] = {"bootstrap.servers": bootstrap}
+        self.client_conf: dict[str, Any] = {"bootstrap.servers": bootstrap,
+                                            "error_cb": log_client_error}
         self.consumer_conf = {**self.client_conf, **(system.consumer if system else {})}
         self.producer_conf = {**self.client_conf, **(system.producer if system else {})}
         self.bounded = bool(bounded if bounded is not None else config.get("task.bounded") == "true")
@@ -309,6 +310,7 @@ class Container:
             offsets = self._offsets([t])
             if offsets:
                 producer.send_offsets(offsets, self.consumer.consumer_group_metadata())
+            abort_point()
             producer.commit_transaction()
         except KafkaException as exc:
             error = exc.args[0]

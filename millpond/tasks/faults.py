@@ -19,6 +19,24 @@ POINTS = (
 )
 
 
+_abort_spec = os.environ.get("MILLPOND_ABORT_AT", "")
+_aborts_left = int(_abort_spec) if _abort_spec.isdigit() else 0
+
+
+def abort_point() -> None:
+    """Raise an abortable transaction error at the n-th transactional commit
+    (``MILLPOND_ABORT_AT=n``), as a broker would on a failed commit."""
+    global _aborts_left
+    if _aborts_left <= 0:
+        return
+    _aborts_left -= 1
+    if _aborts_left == 0:
+        from confluent_kafka import KafkaError, KafkaException
+
+        raise KafkaException(KafkaError(KafkaError._STATE, "injected abortable transaction error",
+                                        txn_requires_abort=True))
+
+
 def crash_point(name: str) -> None:
     """SIGKILL this process if ``MILLPOND_CRASH_AT`` names this point (and count is reached)."""
     global _remaining

@@ -66,6 +66,14 @@ class Job:
             raise ChangelogError(f"topic {topic} of store {store.name} does not exist")
         return list(range(n))
 
+    def partitions_of_inputs(self) -> list[int]:
+        """Task partitions: the first input's partitions."""
+        topic = self.config.job.inputs[0].topic
+        n = self.admin.partition_count(topic)
+        if n is None:
+            raise ChangelogError(f"input topic {topic} does not exist")
+        return list(range(n))
+
     def checkpoints(self) -> dict[str, Checkpoint]:
         consumer = self.consumer()
         try:
@@ -243,3 +251,64 @@ def _parse_key(serde: Any, text: str) -> Any:
         except ValueError:
             return text
     return text
+
+
+def reseed_from_local(job: Job, store: str | None = None) -> dict[str, int]:
+    """Write every local entry back to an emptied changelog and re-point the checkpoints.
+
+    For a changelog deleted or truncated while the job was down: the local stores are
+    the only copy of the state, so they become the changelog's content again.
+    Returns records written per store.
+    """
+    from millpond.changelog.checkpoint import StoreOffset, write_offset_file
+    from millpond.changelog.recovery import local_start
+
+    checkpoints = job.checkpoints()
+    producer = TrackedProducer(job.producer_conf)
+    written: dict[str, int] = {}
+    updated: dict[int, Checkpoint] = {}
+    for cfg in job.stores(store):
+        if cfg.changelog is None or cfg.factory == "inmemory":
+            continue
+        topic = store_topic(job.config, cfg)
+        parts = job.partitions_of_inputs()
+        job.admin.ensure_compacted(topic, len(parts), cfg.changelog_replication_factor,
+                                   cfg.changelog_topic_config)
+        for p in parts:
+            live = local.store_dir(job.config.job.logged_store_base_dir, job.config.job.name,
+                                   cfg.name, p)
+            lock = local.StoreLock(live)
+            lock.acquire()
+            try:
+                if local_start(live, topic, p) is None:
+                    raise ChangelogError(f"no usable local state for {cfg.name} partition {p} "
+                                         f"in {live}; nothing to re-seed from")
+                engine = open_engine(cfg, live)
+                try:
+                    n = 0
+                    with engine.all() as entries:
+                        for key, value in entries:
+                            producer.send(topic, p, key, value)
+                            n += 1
+                    producer.flush_and_check()
+                    last = producer.last_offset(topic, p)
+                    offset = -1 if last is None else last
+                    written[cfg.name] = written.get(cfg.name, 0) + n
+                    tmp = live.with_name(live.name + ".reseed")
+                    local.wipe(tmp)
+                    engine.checkpoint(tmp)
+                    so = StoreOffset(cfg.name, topic, p, offset)
+                    write_offset_file(tmp, so)
+                    local.install_checkpoint(tmp, live)
+                    write_offset_file(live, so)
+                finally:
+                    engine.close()
+            finally:
+                lock.release()
+            ckpt = updated.get(p) or checkpoints.get(task_name(p)) or Checkpoint(task_name(p), p)
+            ckpt.changelogs[cfg.name] = offset
+            updated[p] = ckpt
+    for ckpt in updated.values():
+        producer.send(job.checkpoint_topic, 0, ckpt.task.encode(), ckpt.to_bytes())
+    producer.flush_and_check()
+    return written

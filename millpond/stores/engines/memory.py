@@ -96,7 +96,13 @@ class InMemoryEngine:
         self, items: Sequence[tuple[bytes, bytes | None]], disable_wal: bool = False
     ) -> None:
         """Apply puts and deletes (value None); ``disable_wal`` is accepted and ignored."""
-        for key, value in items:
+        for item in items:
+            if not isinstance(item, tuple) or len(item) != 2:
+                raise StoreError(
+                    "in-memory store: write_batch: items must be (key, value) pairs, "
+                    f"got {type(item).__name__}"
+                )
+            key, value = item
             if type(key) is not bytes or (value is not None and type(value) is not bytes):
                 raise _bad("write_batch", key, value if value is not None else b"")
         for key, value in items:
@@ -134,6 +140,10 @@ class InMemoryEngine:
 
     def compact(self) -> None:
         """Nothing to compact (no TTL support in memory)."""
+
+    def checkpoint(self, path: Path | str) -> None:
+        """Always fails: an in-memory store has nothing on disk to checkpoint."""
+        raise StoreError(f"in-memory store: cannot checkpoint to {path}: nothing on disk")
 
     def close(self) -> None:
         """Drop the contents, close open iterators and refuse further use; idempotent."""
@@ -179,7 +189,9 @@ def _bad(op: str, *args: object) -> StoreError:
     if any(a is None for a in args):
         return NoneEntryError(f"in-memory store: {op}: keys and values must not be None")
     wrong = next(a for a in args if type(a) is not bytes)
-    return StoreError(f"in-memory store: {op}: keys and values must be bytes, got {type(wrong).__name__}")
+    return StoreError(
+        f"in-memory store: {op}: keys and values must be bytes, got {type(wrong).__name__}"
+    )
 
 
 class _ListIterator(KeyValueIterator[bytes, bytes]):

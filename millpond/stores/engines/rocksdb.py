@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from rocksdict import DbClosedError, Rdict, RdictIter, WriteBatch, WriteOptions
+from rocksdict import Checkpoint, DbClosedError, Rdict, RdictIter, WriteBatch, WriteOptions
 
 from millpond.stores.api import KeyValueIterator
 from millpond.stores.engines.rocksdb_options import RocksDbOptions
@@ -89,11 +89,18 @@ class RocksDbEngine:
 
     def put_all(self, items: Iterable[tuple[bytes, bytes]]) -> None:
         """Store every pair atomically in one WriteBatch."""
-        self._write("put_all", items, disable_wal=False, allow_delete=False)
+        pairs = list(items)
+        for key, value in pairs:
+            if value is None:
+                raise NoneEntryError(
+                    f"RocksDB store at {self.path}: put_all: value of {key!r} must not be None "
+                    "(use delete_all to remove keys)"
+                )
+        self._write("put_all", pairs, disable_wal=False)
 
     def delete_all(self, keys: Iterable[bytes]) -> None:
         """Remove every key atomically in one WriteBatch."""
-        self._write("delete_all", ((k, None) for k in keys), disable_wal=False)
+        self._write("delete_all", [(k, None) for k in keys], disable_wal=False)
 
     def write_batch(
         self, items: Sequence[tuple[bytes, bytes | None]], disable_wal: bool = False
@@ -106,33 +113,23 @@ class RocksDbEngine:
         self._write("write_batch", items, disable_wal=disable_wal)
 
     def _write(
-        self,
-        op: str,
-        items: Iterable[tuple[bytes, bytes | None]],
-        disable_wal: bool,
-        allow_delete: bool = True,
+        self, op: str, items: Sequence[tuple[bytes, bytes | None]], disable_wal: bool
     ) -> None:
         batch = WriteBatch(raw_mode=True)
         put, delete = batch.put, batch.delete
-        key: bytes | None = None
-        value: bytes | None = None
         try:
             for key, value in items:
                 if value is None:
-                    if not allow_delete:
-                        raise NoneEntryError(
-                            f"RocksDB store at {self.path}: {op}: value of {key!r} is None "
-                            "(use delete_all to remove keys)"
-                        )
                     delete(key)
                 else:
                     put(key, value)
-            if len(batch):
-                self._db_write(batch, self._wal_off if disable_wal else self._wal_on)
-        except StoreError:
-            raise
         except Exception as exc:
-            raise self._error(op, exc, key, *(() if value is None else (value,))) from exc
+            raise self._bad_batch(op, exc, items) from exc
+        if len(batch):
+            try:
+                self._db_write(batch, self._wal_off if disable_wal else self._wal_on)
+            except Exception as exc:
+                raise self._error(op, exc) from exc
 
     # -- iteration ----------------------------------------------------------------------------
 
@@ -192,14 +189,16 @@ class RocksDbEngine:
             raise self._error("compact", exc) from exc
 
     def checkpoint(self, path: Path | str) -> None:
-        """Write a RocksDB checkpoint (hard-linked SST files) of the current content to ``path``.
+        """Write a consistent copy of the database to ``path`` (which must not exist yet).
 
-        The changelog layer takes one at each commit so a crash never leaves recovery to
-        a directory holding uncommitted writes.
+        RocksDB hard-links the immutable SST files, so this is cheap on the same filesystem.
+        The changelog layer takes one at each commit so a crash never leaves recovery to a
+        directory holding uncommitted writes.
         """
-        from rocksdict import Checkpoint
-
-        Checkpoint(self._db).create_checkpoint(str(path))
+        try:
+            Checkpoint(self._db).create_checkpoint(str(path))
+        except Exception as exc:
+            raise self._error(f"checkpoint to {path}", exc) from exc
 
     def close(self) -> None:
         """Close open iterators, flush and close the database; idempotent."""
@@ -228,17 +227,39 @@ class RocksDbEngine:
         """True after close()."""
         return self._closed
 
+    def _bad_batch(
+        self, op: str, exc: BaseException, items: Sequence[tuple[bytes, bytes | None]]
+    ) -> StoreError:
+        """Name the first malformed item of a batch that failed to build (error path only)."""
+        if not self._closed:
+            for item in items:
+                if not isinstance(item, tuple) or len(item) != 2:
+                    return StoreError(
+                        f"RocksDB store at {self.path}: {op}: items must be (key, value) pairs, "
+                        f"got {type(item).__name__}"
+                    )
+                key, value = item
+                invalid = self._invalid(op, key, b"" if value is None else value)
+                if invalid is not None:
+                    return invalid
+        return self._error(op, exc)
+
     def _error(self, op: str, exc: BaseException, *args: object) -> StoreError:
         """Explain a rocksdict failure (only ever called on the error path)."""
-        where = f"RocksDB store at {self.path}: {op}"
         if self._closed or isinstance(exc, DbClosedError):
-            return StoreClosedError(f"{where}: store is closed")
+            return StoreClosedError(f"RocksDB store at {self.path}: {op}: store is closed")
+        invalid = self._invalid(op, *args)
+        return invalid or StoreError(f"RocksDB store at {self.path}: {op} failed: {exc}")
+
+    def _invalid(self, op: str, *args: object) -> StoreError | None:
+        """The error for None or non-bytes among ``args``, if any."""
+        where = f"RocksDB store at {self.path}: {op}"
         if any(a is None for a in args):
             return NoneEntryError(f"{where}: keys and values must not be None")
         wrong = next((a for a in args if type(a) is not bytes), None)
         if wrong is not None:
             return StoreError(f"{where}: keys and values must be bytes, got {type(wrong).__name__}")
-        return StoreError(f"{where} failed: {exc}")
+        return None
 
 
 class _RocksIterator(KeyValueIterator[bytes, bytes]):
@@ -246,9 +267,7 @@ class _RocksIterator(KeyValueIterator[bytes, bytes]):
 
     __slots__ = ("_raw", "_end", "_prefix", "_closed", "_path", "__weakref__")
 
-    def __init__(
-        self, raw: RdictIter, end: bytes | None, prefix: bytes | None, path: Path
-    ) -> None:
+    def __init__(self, raw: RdictIter, end: bytes | None, prefix: bytes | None, path: Path) -> None:
         self._raw: RdictIter | None = raw
         self._end = end
         self._prefix = prefix
@@ -259,7 +278,9 @@ class _RocksIterator(KeyValueIterator[bytes, bytes]):
         raw = self._raw
         if raw is None:
             if self._closed:
-                raise StoreClosedError(f"RocksDB store at {self._path}: iterator used after close()")
+                raise StoreClosedError(
+                    f"RocksDB store at {self._path}: iterator used after close()"
+                )
             raise StopIteration
         if raw.valid():
             key: bytes = raw.key()

@@ -5,6 +5,10 @@ count): rocksdb.compression=snappy, rocksdb.block.size.bytes=4096,
 container.cache.size.bytes=100 MiB (block cache), container.write.buffer.size.bytes=32 MiB,
 rocksdb.num.write.buffers=3, rocksdb.compaction.style=universal, plus rocksdb.ttl.ms (off by
 default). Unlike Samza, an unknown value is an error rather than a silent fallback.
+
+One millpond extension: rocksdb.bloom.filter.bits.per.key (default 10, 0 = off). Samza sets no
+bloom filter; with one, a point lookup skips the sorted runs that cannot hold the key, which
+roughly doubles random get throughput under universal compaction for ~1.25 bytes per key.
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ class RocksDbOptions:
     write_buffer_size_bytes: int = 32 * MiB
     num_write_buffers: int = 3
     compaction_style: str = "universal"
+    bloom_bits_per_key: int = 10  # 0 = no bloom filter
     ttl_ms: int | None = None  # entries older than this vanish at compaction; None/<=0 = keep
 
     def __post_init__(self) -> None:
@@ -76,6 +81,10 @@ class RocksDbOptions:
         ):
             if value <= 0:
                 raise StoreConfigError(f"{field}: must be positive, got {value}")
+        if self.bloom_bits_per_key < 0:
+            raise StoreConfigError(
+                f"rocksdb.bloom.filter.bits.per.key: must be >= 0, got {self.bloom_bits_per_key}"
+            )
 
     @classmethod
     def from_store_properties(cls, props: Mapping[str, str]) -> RocksDbOptions:
@@ -95,14 +104,13 @@ class RocksDbOptions:
         return cls(
             compression=get("rocksdb.compression", str.lower, d.compression),
             block_size_bytes=get("rocksdb.block.size.bytes", int, d.block_size_bytes),
-            block_cache_size_bytes=get(
-                "container.cache.size.bytes", int, d.block_cache_size_bytes
-            ),
+            block_cache_size_bytes=get("container.cache.size.bytes", int, d.block_cache_size_bytes),
             write_buffer_size_bytes=get(
                 "container.write.buffer.size.bytes", int, d.write_buffer_size_bytes
             ),
             num_write_buffers=get("rocksdb.num.write.buffers", int, d.num_write_buffers),
             compaction_style=get("rocksdb.compaction.style", str.lower, d.compaction_style),
+            bloom_bits_per_key=get("rocksdb.bloom.filter.bits.per.key", int, d.bloom_bits_per_key),
             ttl_ms=ttl if ttl > 0 else None,
         )
 
@@ -124,6 +132,8 @@ class RocksDbOptions:
         table = BlockBasedOptions()
         table.set_block_size(self.block_size_bytes)
         table.set_block_cache(Cache(self.block_cache_size_bytes))
+        if self.bloom_bits_per_key:
+            table.set_bloom_filter(self.bloom_bits_per_key, False)
         opts.set_block_based_table_factory(table)
         return opts
 

@@ -1,0 +1,217 @@
+"""Decode changelog bytes with the store's serdes into typed Spark columns.
+
+Built-in scalar serdes map to Spark types (string, integer, long, double, bytes). JSON, Avro
+and custom serdes become a JSON text column (``value_json`` for values); when every value is
+a JSON object, ``value`` becomes a struct whose schema is inferred from the data (Spark's
+VARIANT schema aggregation), otherwise it stays the JSON text. The raw ``key_bytes`` and
+``value_bytes`` are always kept, so nothing is lost to decoding.
+
+Decoding runs in a Python UDF that builds the serdes from their config specs inside each
+worker (specs pickle; serde objects need not).
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import decimal
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from millpond.serdes import SAMZA_ALIASES
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+    from pyspark.sql.types import DataType
+
+    from millpond.config import Config, SerdeSpec
+
+SCALAR_KINDS = ("string", "integer", "long", "double", "bytes")
+JSON_KIND = "json"  # anything decoded to JSON text: json, avro, custom serdes
+
+OUTPUT_COLUMNS = ("store", "partition", "key", "value", "value_json", "offset", "timestamp",
+                  "key_bytes", "value_bytes")
+
+
+def serde_kind(spec: SerdeSpec) -> str:
+    """``string``/``integer``/``long``/``double``/``bytes`` for built-in scalars, else ``json``."""
+    factory = SAMZA_ALIASES.get(spec.factory.strip(), spec.factory.strip())
+    return factory if factory in SCALAR_KINDS else JSON_KIND
+
+
+@dataclass(frozen=True)
+class StoreSerdes:
+    """The serde specs of one store and the column kind each decodes to."""
+
+    store: str
+    key_spec: SerdeSpec
+    msg_spec: SerdeSpec
+
+    @property
+    def key_kind(self) -> str:
+        return serde_kind(self.key_spec)
+
+    @property
+    def value_kind(self) -> str:
+        return serde_kind(self.msg_spec)
+
+
+def store_serdes(config: Config, store: str) -> StoreSerdes:
+    """Resolve the key and message serde specs of ``store`` (ConfigError if unknown)."""
+    cfg = config.stores[store]
+    return StoreSerdes(
+        store,
+        config.serde_spec(cfg.key_serde, f"stores.{store}.key.serde"),
+        config.serde_spec(cfg.msg_serde, f"stores.{store}.msg.serde"),
+    )
+
+
+def spark_type(kind: str) -> DataType:
+    """The Spark type a decoded column of ``kind`` has (JSON kinds: JSON text)."""
+    from pyspark.sql.types import BinaryType, DoubleType, IntegerType, LongType, StringType
+
+    types: dict[str, DataType] = {
+        "string": StringType(), "integer": IntegerType(), "long": LongType(),
+        "double": DoubleType(), "bytes": BinaryType(),
+    }
+    return types.get(kind, StringType())
+
+
+def _json_default(obj: Any) -> Any:
+    """JSON for what Avro and custom serdes return beyond plain JSON types."""
+    if isinstance(obj, bytes | bytearray | memoryview):
+        return base64.b64encode(bytes(obj)).decode()
+    if isinstance(obj, datetime.datetime | datetime.date | datetime.time):
+        return obj.isoformat()
+    if isinstance(obj, decimal.Decimal):
+        return float(obj)
+    if isinstance(obj, set | frozenset | tuple):
+        return list(obj)
+    return str(obj)
+
+
+def to_json(obj: Any) -> str:
+    """Compact JSON text of a decoded object."""
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, default=_json_default)
+
+
+class DecodeError(ValueError):
+    """A changelog record the store's serde cannot decode (raised inside Spark workers)."""
+
+
+def make_decoder(serdes: StoreSerdes) -> Callable[[int, int, bytes, bytes | None], tuple[Any, Any]]:
+    """A picklable function: (partition, offset, key bytes, value bytes) -> (key, value)."""
+    key_spec, msg_spec = serdes.key_spec, serdes.msg_spec
+    key_json = serdes.key_kind == JSON_KIND
+    value_json = serdes.value_kind == JSON_KIND
+    store = serdes.store
+    built: list[Any] = []
+
+    def decode(partition: int, offset: int, key: bytes, value: bytes | None) -> tuple[Any, Any]:
+        if not built:
+            from millpond.serdes import build_serde
+
+            built.extend((build_serde(key_spec), build_serde(msg_spec)))
+        key_serde, msg_serde = built
+        try:
+            k = key_serde.from_bytes(bytes(key))
+        except Exception as exc:
+            raise DecodeError(
+                f"store {store!r} partition {partition} offset {offset}: cannot decode key "
+                f"with serde {key_spec.name!r}: {exc}"
+            ) from exc
+        v = None
+        if value is not None:
+            try:
+                v = msg_serde.from_bytes(bytes(value))
+            except Exception as exc:
+                raise DecodeError(
+                    f"store {store!r} partition {partition} offset {offset}: cannot decode "
+                    f"value with serde {msg_spec.name!r}: {exc}"
+                ) from exc
+        return (to_json(k) if key_json else k), (to_json(v) if value_json and v is not None else v)
+
+    return decode
+
+
+def decode(df: DataFrame, serdes: StoreSerdes) -> DataFrame:
+    """Add decoded columns to ``df`` (partition, offset, timestamp, key_bytes, value_bytes).
+
+    Result columns: :data:`OUTPUT_COLUMNS`, with ``value`` still JSON text for JSON kinds
+    (see :func:`structure_values`) and ``value_json`` null for scalar kinds.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    key_type = spark_type(serdes.key_kind)
+    value_type = spark_type(serdes.value_kind)
+    result = StructType([StructField("k", key_type), StructField("v", value_type)])
+    udf = F.udf(make_decoder(serdes), result, useArrow=False)
+    decoded = df.withColumn("_d", udf("partition", "offset", "key_bytes", "value_bytes"))
+    is_json = serdes.value_kind == JSON_KIND
+    return decoded.select(
+        F.lit(serdes.store).alias("store"),
+        "partition",
+        F.col("_d.k").alias("key"),
+        F.col("_d.v").alias("value"),
+        (F.col("_d.v") if is_json else F.lit(None).cast(StringType())).alias("value_json"),
+        "offset",
+        "timestamp",
+        "key_bytes",
+        "value_bytes",
+    )
+
+
+def infer_struct(df: DataFrame, column: str = "value_json") -> str | None:
+    """A Spark DDL struct type fitting every JSON text in ``column``; None if they are not
+    all objects (or there are none, or field names clash)."""
+    from pyspark.sql import functions as F
+
+    row = df.select(F.schema_of_variant_agg(F.parse_json(F.col(column)))).first()
+    schema = row[0] if row else None
+    if not schema or not schema.startswith("OBJECT<") or schema == "OBJECT<>":
+        return None
+    ddl = schema.replace("OBJECT<", "STRUCT<")
+    ddl = re.sub(r"DECIMAL\(\d+,\s*\d+\)", "DOUBLE", ddl)  # JSON numbers: doubles, not decimals
+    ddl = ddl.replace("VARIANT", "STRING")  # mixed types: keep their JSON text
+    from pyspark.sql.types import StructType, _parse_datatype_string
+
+    try:
+        parsed = _parse_datatype_string(ddl)
+    except Exception:
+        return None
+    if not isinstance(parsed, StructType) or _names_clash(parsed):
+        return None
+    return ddl
+
+
+def _names_clash(struct: Any) -> bool:
+    """True if field names repeat case-insensitively at any level (Parquet would refuse)."""
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
+    if isinstance(struct, StructType):
+        names = [f.name.lower() for f in struct.fields]
+        return len(names) != len(set(names)) or any(_names_clash(f.dataType) for f in struct.fields)
+    if isinstance(struct, ArrayType):
+        return _names_clash(struct.elementType)
+    if isinstance(struct, MapType):
+        return _names_clash(struct.valueType)
+    return False
+
+
+def structure_values(df: DataFrame, serdes: StoreSerdes) -> DataFrame:
+    """Turn ``value`` into a struct when the store's values are JSON objects (else unchanged).
+
+    Reads ``df`` once to infer the schema: persist it first if it is expensive to compute.
+    """
+    from pyspark.sql import functions as F
+
+    if serdes.value_kind != JSON_KIND:
+        return df
+    ddl = infer_struct(df)
+    if ddl is None:
+        return df
+    return df.withColumn("value", F.from_json(F.col("value_json"), ddl))

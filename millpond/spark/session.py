@@ -1,0 +1,237 @@
+"""The SparkSession for changelog jobs: local by default, small, with Spark's Kafka connector.
+
+The connector (``org.apache.spark:spark-sql-kafka-0-10_2.13:<pyspark version>``) comes through
+``spark.jars.packages`` with its Ivy cache under ``$MILLPOND_CACHE/ivy`` (default
+``~/.cache/millpond/ivy``), so only the first run downloads it. If the connector's companion
+``spark-token-provider-kafka-0-10`` is not published for this exact version in the Maven
+repository (some mirrors lack it), the nearest earlier published version is fetched once into
+``$MILLPOND_CACHE/spark-jars`` and used instead: it only holds Kafka delegation-token helpers
+whose API has not changed across 4.x. ``MILLPOND_SPARK_JARS`` (comma-separated local jar paths)
+bypasses all resolution for air-gapped machines.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from millpond.spark.errors import SparkUnavailableError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+GROUP = "org.apache.spark"
+CONNECTOR = "spark-sql-kafka-0-10_2.13"
+TOKEN_PROVIDER = "spark-token-provider-kafka-0-10_2.13"
+DEFAULT_REPO = "https://repo1.maven.org/maven2"
+HTTP_TIMEOUT = 20.0
+
+
+@dataclass(frozen=True)
+class SparkSettings:
+    """How to start Spark: master URL, memory, shuffle width and extra ``spark.*`` settings."""
+
+    master: str = "local[*]"
+    app_name: str = "millpond-spark"
+    driver_memory: str = "1g"
+    shuffle_partitions: int = 4
+    conf: Mapping[str, str] = field(default_factory=dict)
+
+
+def cache_root() -> Path:
+    """millpond's download cache (``$MILLPOND_CACHE``, default ``~/.cache/millpond``)."""
+    from millpond.dev.kafka import cache_root as root
+
+    return root()
+
+
+def spark_version() -> str:
+    """The installed PySpark's version: the connector must match it exactly."""
+    import pyspark
+
+    return str(pyspark.__version__)
+
+
+def connector_conf(version: str | None = None, cache: Path | None = None) -> dict[str, str]:
+    """The ``spark.jars*`` settings that put the Kafka connector on Spark's classpath."""
+    jars = os.environ.get("MILLPOND_SPARK_JARS", "").strip()
+    if jars:
+        return {"spark.jars": jars}
+    version = version or spark_version()
+    cache = cache or cache_root()
+    conf = {
+        "spark.jars.packages": f"{GROUP}:{CONNECTOR}:{version}",
+        "spark.jars.ivy": str(cache / "ivy"),
+    }
+    substitute = token_provider_substitute(version, cache)
+    if substitute is not None:
+        conf["spark.jars.excludes"] = f"{GROUP}:{TOKEN_PROVIDER}"
+        conf["spark.jars"] = str(substitute)
+    return conf
+
+
+def token_provider_substitute(version: str, cache: Path) -> Path | None:
+    """A local token-provider jar to use instead of the exact version, or None if not needed.
+
+    The decision is remembered in ``<cache>/spark-jars`` so later runs need no network.
+    """
+    if _exact_token_provider_cached(version, cache):
+        return None
+    jars = cache / "spark-jars"
+    decision = jars / f"{TOKEN_PROVIDER}-for-{version}.json"
+    if decision.is_file():
+        chosen = json.loads(decision.read_text()).get("jar")
+        if chosen is None or Path(chosen).is_file():
+            return Path(chosen) if chosen else None
+    repo = os.environ.get("MILLPOND_MAVEN_REPO", DEFAULT_REPO).rstrip("/")
+    base = f"{repo}/{GROUP.replace('.', '/')}/{TOKEN_PROVIDER}"
+    try:
+        if _http_exists(f"{base}/{version}/{TOKEN_PROVIDER}-{version}.pom"):
+            _write_decision(decision, None, version)
+            return None
+        metadata = _http_get(f"{base}/maven-metadata.xml").decode()
+        published = re.findall(r"<version>([^<]+)</version>", metadata)
+        candidates = [v for v in published if _version_key(v) <= _version_key(version)
+                      and v.split(".")[0] == version.split(".")[0]]
+        if not candidates:
+            raise SparkUnavailableError(
+                f"{GROUP}:{TOKEN_PROVIDER}:{version} is not in {repo} and no earlier "
+                f"{version.split('.')[0]}.x version is either; set MILLPOND_SPARK_JARS to local "
+                f"copies of {CONNECTOR}, {TOKEN_PROVIDER}, kafka-clients and commons-pool2"
+            )
+        best = max(candidates, key=_version_key)
+        name = f"{TOKEN_PROVIDER}-{best}.jar"
+        data = _http_get(f"{base}/{best}/{name}")
+        expected = _http_get(f"{base}/{best}/{name}.sha1").decode().split()[0].strip()
+    except (urllib.error.URLError, OSError, TimeoutError):
+        return None  # offline: let Ivy try (and explain) on its own
+    if hashlib.sha1(data).hexdigest() != expected:
+        raise SparkUnavailableError(f"checksum mismatch downloading {base}/{best}/{name}")
+    jars.mkdir(parents=True, exist_ok=True)
+    target = jars / name
+    tmp = target.with_suffix(".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, target)
+    _write_decision(decision, target, version)
+    return target
+
+
+def _exact_token_provider_cached(version: str, cache: Path) -> bool:
+    ivy_jar = cache / "ivy" / "jars" / f"{GROUP}_{TOKEN_PROVIDER}-{version}.jar"
+    m2_jar = (Path.home() / ".m2" / "repository" / GROUP.replace(".", "/") / TOKEN_PROVIDER
+              / version / f"{TOKEN_PROVIDER}-{version}.jar")
+    return ivy_jar.is_file() or m2_jar.is_file()
+
+
+def _write_decision(path: Path, jar: Path | None, version: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = {"for": version, "jar": str(jar) if jar else None}
+    path.write_text(json.dumps(doc))
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    """Order Maven versions: 4.1.0-preview1 < 4.1.0 < 4.1.1."""
+    main, _, qualifier = version.partition("-")
+    numbers = [int(n) for n in re.findall(r"\d+", main)][:3]
+    numbers += [0] * (3 - len(numbers))
+    if not qualifier:
+        return (*numbers, 1, 0)
+    digits = re.findall(r"\d+", qualifier)
+    return (*numbers, 0, int(digits[0]) if digits else 0)
+
+
+def _http_exists(url: str) -> bool:
+    request = urllib.request.Request(url, method="HEAD")
+    try:
+        with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT):
+            return True
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return False
+        raise
+
+
+def _http_get(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=HTTP_TIMEOUT) as response:
+        data: bytes = response.read()
+        return data
+
+
+def require_java() -> None:
+    """Raise :class:`SparkUnavailableError` unless a ``java`` (17+) can be found."""
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home and (Path(java_home) / "bin" / "java").exists():
+        return
+    if shutil.which("java") is None:
+        raise SparkUnavailableError(
+            "PySpark needs Java 17 or newer, but `java` is not on PATH and JAVA_HOME is not "
+            "set. Install a JDK 17+ (e.g. `apt-get install openjdk-17-jdk-headless`)."
+        )
+
+
+def session_conf(settings: SparkSettings) -> dict[str, str]:
+    """Every ``spark.*`` setting of a millpond session (connector included)."""
+    conf = {
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.driver.memory": settings.driver_memory,
+        "spark.sql.shuffle.partitions": str(settings.shuffle_partitions),
+        "spark.sql.session.timeZone": "UTC",
+    }
+    conf.update(connector_conf())
+    conf.update(settings.conf)
+    return conf
+
+
+def get_spark(settings: SparkSettings | None = None) -> SparkSession:
+    """The active SparkSession, or a new one built from ``settings``.
+
+    An already running session is reused as is (Spark cannot add jars to a running JVM):
+    it must have been created with :func:`session_conf` settings for Kafka reads to work.
+    """
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    require_java()
+    settings = settings or SparkSettings()
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # Workers must run this interpreter (PySpark reads only the environment for this).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.master(settings.master).appName(settings.app_name)
+    for key, value in session_conf(settings).items():
+        builder = builder.config(key, value)
+    try:
+        spark = builder.getOrCreate()
+    except Exception as exc:
+        if "JAVA_GATEWAY_EXITED" in str(exc) or "Java gateway" in str(exc):
+            raise SparkUnavailableError(
+                "Spark's JVM did not start (see its output above: usually Java is too old "
+                f"or the Kafka connector {GROUP}:{CONNECTOR} could not be resolved from "
+                "Maven Central; set MILLPOND_SPARK_JARS to local jars when offline)"
+            ) from exc
+        raise
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+def stop_spark() -> None:
+    """Stop the active session, if any (its JVM stays up for a faster next session)."""
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        active.stop()

@@ -1,0 +1,294 @@
+"""A Parquet snapshot of a store kept current by Structured Streaming over its changelog.
+
+Layout of the output directory::
+
+    out/versions/<batch id, 12 digits>/   one complete snapshot (Parquet) per applied batch,
+                                          with a _MILLPOND_VERSION.json marker once complete
+    out/CURRENT                           JSON naming the current version (atomically replaced)
+
+Micro-batch ``N`` writes version ``N`` as a pure function of its base (the newest complete
+version below ``N``) and batch ``N``'s records, then switches CURRENT to it. Spark's
+checkpoint fixes each batch's offset range before the batch runs and re-runs an uncommitted
+batch with the same range and id, so after a kill at any point the re-run rewrites version
+``N`` from the same base: no changelog record is applied twice or skipped. Readers follow
+CURRENT (:func:`current_version`, :func:`read_snapshot`); a few older versions are kept so
+that a reader that just resolved CURRENT can finish.
+
+Each batch rewrites the whole snapshot: pick the trigger interval accordingly.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from millpond.spark.decode import (
+    JSON_KIND,
+    OUTPUT_COLUMNS,
+    StoreSerdes,
+    decode,
+    store_serdes,
+    structure_values,
+)
+from millpond.spark.errors import SnapshotError
+from millpond.spark.session import SparkSettings, get_spark
+from millpond.spark.source import changelog_of, read_stream
+from millpond.spark.state import last_records, live_keys
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from millpond.config import Config
+
+log = logging.getLogger(__name__)
+
+VERSIONS = "versions"
+CURRENT = "CURRENT"
+MARKER = "_MILLPOND_VERSION.json"
+_VERSION_NAME = re.compile(r"\d{12}")
+
+
+@dataclass(frozen=True)
+class Version:
+    """A complete snapshot version: its batch id, directory and marker content."""
+
+    batch_id: int
+    path: Path
+    as_of: dict[int, int]  # per partition: last changelog offset applied
+    keys: int
+
+
+@dataclass
+class SnapshotResult:
+    """What a snapshot run did (for available-now runs: everything up to the changelog end)."""
+
+    store: str
+    out: str
+    batches: list[int] = field(default_factory=list)
+    current: int | None = None
+    as_of: dict[int, int] = field(default_factory=dict)
+    keys: int = 0
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"store": self.store, "out": self.out, "batches": self.batches,
+                "current": self.current, "as_of": {str(p): o for p, o in self.as_of.items()},
+                "keys": self.keys, "seconds": round(self.seconds, 3)}
+
+
+def version_dir(out: Path, batch_id: int) -> Path:
+    return out / VERSIONS / f"{batch_id:012d}"
+
+
+def complete_versions(out: Path) -> list[Version]:
+    """Every complete version in ``out``, oldest first."""
+    root = out / VERSIONS
+    if not root.is_dir():
+        return []
+    found = []
+    for entry in sorted(root.iterdir()):
+        marker = entry / MARKER
+        if _VERSION_NAME.fullmatch(entry.name) and marker.is_file():
+            doc = json.loads(marker.read_text())
+            found.append(Version(int(entry.name), entry,
+                                 {int(p): int(o) for p, o in doc["as_of"].items()},
+                                 int(doc["keys"])))
+    return found
+
+
+def current_version(out: str | Path) -> Version | None:
+    """The version CURRENT names (None before the first batch)."""
+    out = Path(out)
+    try:
+        doc = json.loads((out / CURRENT).read_text())
+    except FileNotFoundError:
+        return None
+    batch_id = int(doc["batch_id"])
+    path = version_dir(out, batch_id)
+    marker = path / MARKER
+    if not marker.is_file():
+        raise SnapshotError(f"{out / CURRENT} names version {batch_id}, which is incomplete")
+    meta = json.loads(marker.read_text())
+    return Version(batch_id, path, {int(p): int(o) for p, o in meta["as_of"].items()},
+                   int(meta["keys"]))
+
+
+def read_snapshot(spark: SparkSession, out: str | Path) -> DataFrame:
+    """The current snapshot as a DataFrame (SnapshotError if there is none yet)."""
+    version = current_version(out)
+    if version is None:
+        raise SnapshotError(f"{out} has no snapshot yet (no {CURRENT} file)")
+    return spark.read.parquet(str(version.path))
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class BatchWriter:
+    """The foreachBatch function: derives version N from its base and batch N."""
+
+    def __init__(self, out: Path, serdes: StoreSerdes, keep_versions: int = 3) -> None:
+        self.out = out
+        self.serdes = serdes
+        self.keep_versions = max(2, keep_versions)
+        self.applied: list[int] = []
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        from pyspark import StorageLevel
+        from pyspark.sql import functions as F
+
+        spark = batch.sparkSession
+        batch = batch.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            offsets = {int(r[0]): int(r[1]) for r in
+                       batch.groupBy("partition").agg(F.max("offset")).collect()}
+            if not offsets:
+                return  # nothing to apply: the base stays current
+            base = self._base(batch_id)
+            self._unpoint(batch_id, base)
+            target = version_dir(self.out, batch_id)
+            shutil.rmtree(target, ignore_errors=True)
+            changes = last_records(batch)
+            merged = self._merge(spark, base, changes).persist(StorageLevel.MEMORY_AND_DISK)
+            try:
+                structure_values(merged, self.serdes).write.mode("overwrite").parquet(str(target))
+                keys = merged.count()
+            finally:
+                merged.unpersist()
+        finally:
+            batch.unpersist()
+        as_of = dict(base.as_of) if base else {}
+        for p, o in offsets.items():
+            as_of[p] = max(o, as_of.get(p, -1))
+        marker = {"batch_id": batch_id, "base": base.batch_id if base else None,
+                  "as_of": {str(p): o for p, o in sorted(as_of.items())}, "keys": keys,
+                  "store": self.serdes.store}
+        _write_atomically(target / MARKER, json.dumps(marker))
+        _write_atomically(self.out / CURRENT, json.dumps({"batch_id": batch_id}))
+        self.applied.append(batch_id)
+        self._collect_garbage(batch_id)
+
+    def _base(self, batch_id: int) -> Version | None:
+        older = [v for v in complete_versions(self.out) if v.batch_id < batch_id]
+        return older[-1] if older else None
+
+    def _unpoint(self, batch_id: int, base: Version | None) -> None:
+        """Before rewriting version N, make sure CURRENT does not name it (re-run after a
+        kill between the pointer switch and Spark's commit)."""
+        try:
+            doc = json.loads((self.out / CURRENT).read_text())
+        except FileNotFoundError:
+            return
+        if int(doc["batch_id"]) >= batch_id:
+            if base is None:
+                (self.out / CURRENT).unlink()
+            else:
+                _write_atomically(self.out / CURRENT, json.dumps({"batch_id": base.batch_id}))
+
+    def _merge(self, spark: SparkSession, base: Version | None, changes: DataFrame) -> DataFrame:
+        """Base rows whose key the batch did not touch, plus the batch's live keys, decoded."""
+        from pyspark.sql import functions as F
+
+        added = decode(live_keys(changes), self.serdes)
+        if base is None:
+            return added
+        previous = spark.read.parquet(str(base.path))
+        if self.serdes.value_kind == JSON_KIND:  # re-derive the struct from the JSON text
+            previous = previous.withColumn("value", F.col("value_json"))
+        touched = changes.select("partition", "key_bytes")
+        kept = previous.join(touched, ["partition", "key_bytes"], "left_anti")
+        return kept.select(*OUTPUT_COLUMNS).unionByName(added.select(*OUTPUT_COLUMNS))
+
+    def _collect_garbage(self, batch_id: int) -> None:
+        """Keep the newest ``keep_versions`` complete versions up to N; drop the rest (and
+        versions above N, left by an earlier run with another checkpoint)."""
+        root = self.out / VERSIONS
+        complete = [v.batch_id for v in complete_versions(self.out) if v.batch_id <= batch_id]
+        keep = set(complete[-self.keep_versions:])
+        for entry in root.iterdir():
+            if not _VERSION_NAME.fullmatch(entry.name):
+                continue
+            if int(entry.name) not in keep:
+                shutil.rmtree(entry, ignore_errors=True)
+
+
+def snapshot(
+    config: Config,
+    store: str,
+    out: str | Path,
+    checkpoint_location: str | Path,
+    *,
+    available_now: bool = True,
+    interval: str = "10 seconds",
+    max_records_per_batch: int | None = None,
+    timeout: float | None = None,
+    keep_versions: int = 3,
+    spark: SparkSession | None = None,
+    settings: SparkSettings | None = None,
+    spark_options: Mapping[str, str] | None = None,
+) -> SnapshotResult:
+    """Maintain a Parquet snapshot of ``store`` in ``out`` (a local directory).
+
+    ``available_now``: apply everything in the changelog now, then return; otherwise run
+    micro-batches every ``interval`` until stopped (or ``timeout`` seconds, then stop).
+    ``checkpoint_location`` is Spark's streaming checkpoint: keep it with ``out``.
+    """
+    if "://" in str(out):
+        raise SnapshotError(f"{out}: the snapshot needs a local directory (atomic renames)")
+    out = Path(out)
+    (out / VERSIONS).mkdir(parents=True, exist_ok=True)
+    changelog = changelog_of(config, store, spark_options)
+    writer = BatchWriter(out, store_serdes(config, store), keep_versions)
+    spark = spark or get_spark(settings)
+    started = time.monotonic()
+    stream = read_stream(spark, changelog, max_records_per_batch).select(
+        "partition", "offset", "timestamp", "key", "value"
+    )
+    query_writer = (
+        stream.writeStream.foreachBatch(writer)
+        .option("checkpointLocation", str(checkpoint_location))
+        .queryName(f"millpond-snapshot-{store}")
+    )
+    if available_now:
+        query_writer = query_writer.trigger(availableNow=True)
+    else:
+        query_writer = query_writer.trigger(processingTime=interval)
+    query = query_writer.start()
+    try:
+        if timeout is None:
+            query.awaitTermination()
+        elif not query.awaitTermination(max(1, int(timeout))):
+            query.stop()
+    except KeyboardInterrupt:
+        query.stop()
+    except Exception as exc:  # StreamingQueryException: a batch failed
+        raise SnapshotError(f"snapshot of store {store!r} failed: {exc}") from exc
+    current = current_version(out)
+    return SnapshotResult(
+        store=store,
+        out=str(out),
+        batches=writer.applied,
+        current=current.batch_id if current else None,
+        as_of=current.as_of if current else {},
+        keys=current.keys if current else 0,
+        seconds=time.monotonic() - started,
+    )
