@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -110,6 +111,8 @@ def _emit(doc: dict[str, Any], report: Path | None) -> None:
 @click.group("spark")
 def spark() -> None:
     """Rebuild, audit and snapshot store state from changelogs with PySpark."""
+    logging.basicConfig(level=logging.INFO,  # no-op if the application configured logging
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
 @spark.command("rebuild")

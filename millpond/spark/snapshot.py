@@ -54,6 +54,7 @@ VERSIONS = "versions"
 CURRENT = "CURRENT"
 MARKER = "_MILLPOND_VERSION.json"
 _VERSION_NAME = re.compile(r"\d{12}")
+MAX_RESTARTS = 5
 
 
 @dataclass(frozen=True)
@@ -157,17 +158,19 @@ class BatchWriter:
         from pyspark.sql import functions as F
 
         spark = batch.sparkSession
-        batch = batch.persist(StorageLevel.MEMORY_AND_DISK)
+        started = time.monotonic()
+        changes = last_records(batch).persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            offsets = {int(r[0]): int(r[1]) for r in
-                       batch.groupBy("partition").agg(F.max("offset")).collect()}
-            if not offsets:
+            per_partition = changes.groupBy("partition").agg(
+                F.max("offset"), F.sum("records")).collect()
+            if not per_partition:
                 return  # nothing to apply: the base stays current
+            offsets = {int(r[0]): int(r[1]) for r in per_partition}
+            records = sum(int(r[2]) for r in per_partition)
             base = self._base(batch_id)
             self._unpoint(batch_id, base)
             target = version_dir(self.out, batch_id)
             shutil.rmtree(target, ignore_errors=True)
-            changes = last_records(batch)
             merged = self._merge(spark, base, changes).persist(StorageLevel.MEMORY_AND_DISK)
             try:
                 structure_values(merged, self.serdes).write.mode("overwrite").parquet(str(target))
@@ -175,7 +178,7 @@ class BatchWriter:
             finally:
                 merged.unpersist()
         finally:
-            batch.unpersist()
+            changes.unpersist()
         as_of = dict(base.as_of) if base else {}
         for p, o in offsets.items():
             as_of[p] = max(o, as_of.get(p, -1))
@@ -186,6 +189,9 @@ class BatchWriter:
         _write_atomically(self.out / CURRENT, json.dumps({"batch_id": batch_id}))
         self.applied.append(batch_id)
         self._collect_garbage(batch_id)
+        log.info("snapshot of %s: batch %d applied %d records onto version %s: %d keys in %.1fs",
+                 self.serdes.store, batch_id, records, base.batch_id if base else None, keys,
+                 time.monotonic() - started)
 
     def _base(self, batch_id: int) -> Version | None:
         older = [v for v in complete_versions(self.out) if v.batch_id < batch_id]
@@ -231,6 +237,38 @@ class BatchWriter:
                 shutil.rmtree(entry, ignore_errors=True)
 
 
+def last_commit(checkpoint_location: str | Path) -> int | None:
+    """The id of the last batch Spark's commit log marks as done (None if none)."""
+    commits = Path(checkpoint_location) / "commits"
+    ids = [int(f.name) for f in commits.iterdir() if f.name.isdigit()] if commits.is_dir() else []
+    return max(ids, default=None)
+
+
+def _is_spark_55271(exc: Exception) -> bool:
+    """Spark 4.1.1's Kafka source fails progress reporting after re-running an uncommitted
+    batch on restart (KafkaMicroBatchStream.metrics: Some(null).get.map). The batch itself
+    completed and was committed first, so restarting the query is safe."""
+    text = str(exc)
+    return '"scala.Option.get()" is null' in text and "IterableOps.map" in text
+
+
+def _start(
+    spark: SparkSession, changelog: Any, writer: BatchWriter, checkpoint_location: str | Path,
+    store: str, available_now: bool, interval: str, max_records_per_batch: int | None,
+) -> Any:
+    stream = read_stream(spark, changelog, max_records_per_batch)
+    query_writer = (
+        stream.writeStream.foreachBatch(writer)
+        .option("checkpointLocation", str(checkpoint_location))
+        .queryName(f"millpond-snapshot-{store}")
+    )
+    if available_now:
+        query_writer = query_writer.trigger(availableNow=True)
+    else:
+        query_writer = query_writer.trigger(processingTime=interval)
+    return query_writer.start()
+
+
 def snapshot(
     config: Config,
     store: str,
@@ -260,28 +298,29 @@ def snapshot(
     writer = BatchWriter(out, store_serdes(config, store), keep_versions)
     spark = spark or get_spark(settings)
     started = time.monotonic()
-    stream = read_stream(spark, changelog, max_records_per_batch).select(
-        "partition", "offset", "timestamp", "key", "value"
-    )
-    query_writer = (
-        stream.writeStream.foreachBatch(writer)
-        .option("checkpointLocation", str(checkpoint_location))
-        .queryName(f"millpond-snapshot-{store}")
-    )
-    if available_now:
-        query_writer = query_writer.trigger(availableNow=True)
-    else:
-        query_writer = query_writer.trigger(processingTime=interval)
-    query = query_writer.start()
-    try:
-        if timeout is None:
-            query.awaitTermination()
-        elif not query.awaitTermination(max(1, int(timeout))):
+    deadline = None if timeout is None else started + timeout
+    restarts = 0
+    while True:
+        committed = last_commit(checkpoint_location)
+        query = _start(spark, changelog, writer, checkpoint_location, store, available_now,
+                       interval, max_records_per_batch)
+        try:
+            if deadline is None:
+                query.awaitTermination()
+            elif not query.awaitTermination(max(1, int(deadline - time.monotonic()))):
+                query.stop()
+            break
+        except KeyboardInterrupt:
             query.stop()
-    except KeyboardInterrupt:
-        query.stop()
-    except Exception as exc:  # StreamingQueryException: a batch failed
-        raise SnapshotError(f"snapshot of store {store!r} failed: {exc}") from exc
+            break
+        except Exception as exc:  # StreamingQueryException: a batch or the trigger failed
+            if (_is_spark_55271(exc) and last_commit(checkpoint_location) != committed
+                    and restarts < MAX_RESTARTS):
+                restarts += 1
+                log.warning("snapshot of %s: restarting the query after Spark's Kafka metrics "
+                            "bug (SPARK-55271); the re-run batch was committed", store)
+                continue
+            raise SnapshotError(f"snapshot of store {store!r} failed: {exc}") from exc
     current = current_version(out)
     return SnapshotResult(
         store=store,

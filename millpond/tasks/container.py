@@ -37,7 +37,7 @@ from millpond.config import Config, StreamRef
 from millpond.serdes import build_serde
 from millpond.tasks.api import StreamTask, TaskContext
 from millpond.tasks.collector import KafkaCollector
-from millpond.tasks.errors import MessageError, TaskConfigError
+from millpond.tasks.errors import MessageError, TaskConfigError, TaskError
 from millpond.tasks.faults import abort_point, crash_point
 from millpond.tasks.instance import TaskInstance
 from millpond.tasks.storage import TaskStorage, store_topic
@@ -85,8 +85,9 @@ class Container:
         bootstrap = system.bootstrap_servers if system else None
         if not bootstrap:
             raise TaskConfigError("systems.kafka.bootstrap.servers is not set")
+        self._fatal: KafkaError | None = None
         self.client_conf: dict[str, Any] = {"bootstrap.servers": bootstrap,
-                                            "error_cb": log_client_error}
+                                            "error_cb": self._on_client_error}
         self.consumer_conf = {**self.client_conf, **(system.consumer if system else {})}
         self.producer_conf = {**self.client_conf, **(system.producer if system else {})}
         self.bounded = bool(bounded if bounded is not None else config.get("task.bounded") == "true")
@@ -106,6 +107,11 @@ class Container:
         self.consumer: Consumer | None = None
         self.restore_consumer: Consumer | None = None
         self.dlq_topic = job.dlq_stream.topic if job.dlq_stream else None
+
+    def _on_client_error(self, err: KafkaError) -> None:
+        log_client_error(err)
+        if err.fatal() and self._fatal is None:
+            self._fatal = err
 
     # ---- set-up -------------------------------------------------------------------
     def _check_topics(self) -> None:
@@ -386,6 +392,9 @@ class Container:
         tasks = self.tasks
         on_error = self._on_message_error
         while not self._stop:
+            if self._fatal is not None:
+                raise TaskError(f"fatal Kafka client error, stopping: {self._fatal.str()} "
+                                "(state is safe: the next start restores from the checkpoint)")
             msgs = consume(POLL_BATCH, 0.1)
             while self.pending:
                 self._open_task(self.pending.pop())
