@@ -136,7 +136,6 @@ def test_local_broker_restarts_on_its_data_dir(tmp_path) -> None:  # type: ignor
     """Stop and start keep the data dir (and its topics): what broker-restart faults rely on."""
     from millpond.dev.errors import DevError
     from millpond.dev.kafka import LocalKafka, free_port
-
     from tests.conftest import unavailable
 
     broker = LocalKafka(data_dir=tmp_path / "k", port=free_port(), controller_port=free_port())
