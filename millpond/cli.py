@@ -11,7 +11,17 @@ import click
 from millpond import __version__
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Main(click.Group):
+    """The root group: user-facing errors become one clear line and exit 1, no traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except _user_errors() as exc:
+            raise click.ClickException(str(exc)) from exc
+
+
+@click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="millpond")
 def main() -> None:
     """Samza-style stateful stream processing: RocksDB stores with Kafka changelogs."""
@@ -24,6 +34,17 @@ def _load_config(path: Path, overrides: tuple[str, ...]) -> Any:
         return Config.load(path, overrides)
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from exc
+
+
+def _user_errors() -> tuple[type[Exception], ...]:
+    """Exceptions that mean bad config, input or state: shown as one clear line, no traceback."""
+    from millpond.changelog.errors import ChangelogError
+    from millpond.config import ConfigError
+    from millpond.serdes.errors import SerdeError
+    from millpond.stores.errors import StoreError
+    from millpond.tasks.errors import TaskError
+
+    return (ChangelogError, ConfigError, SerdeError, StoreError, TaskError)
 
 
 config_option = click.option(
@@ -46,17 +67,12 @@ def run(config_path: Path, overrides: tuple[str, ...], bounded: bool, log_level:
     """Run a job in the foreground until SIGTERM/SIGINT (or end of input with --bounded)."""
     import logging
 
-    from millpond.changelog.errors import ChangelogError
     from millpond.tasks.container import Container
-    from millpond.tasks.errors import TaskError
 
     logging.basicConfig(level=log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = _load_config(config_path, overrides)
-    try:
-        Container(config, bounded=bounded or None).run()
-    except (TaskError, ChangelogError) as exc:
-        raise click.ClickException(str(exc)) from exc
+    Container(config, bounded=bounded or None).run()
 
 
 def _job(config_path: Path, overrides: tuple[str, ...]) -> Any:

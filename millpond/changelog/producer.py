@@ -81,6 +81,11 @@ class TrackedProducer:
                 break
             except BufferError:
                 self._producer.poll(0.05)
+            except KafkaException as exc:
+                size = len(value) if value is not None else 0
+                raise DeliveryError(
+                    f"Kafka rejected a record for {topic}[{part}] key={(key or b'')[:60]!r} "
+                    f"({size} bytes): {exc.args[0].str()}") from exc
         self.sent += 1
         if self.sent & 0x3FF == 0:
             self._producer.poll(0)

@@ -40,7 +40,7 @@ from millpond.tasks.collector import KafkaCollector
 from millpond.tasks.errors import MessageError, TaskConfigError, TaskError
 from millpond.tasks.faults import abort_point, crash_point
 from millpond.tasks.instance import TaskInstance
-from millpond.tasks.storage import TaskStorage, store_topic
+from millpond.tasks.storage import TaskStorage, serdes_for, store_topic
 
 log = logging.getLogger("millpond.container")
 
@@ -78,6 +78,8 @@ class Container:
         job = config.job
         self.guarantee = Guarantee(job.processing_guarantee)
         self.task_class = load_task_class(config)
+        for cfg in config.stores.values():
+            serdes_for(config, cfg)  # a bad serde fails now, naming its key and line
         if not job.inputs:
             raise TaskConfigError(f"{config.location('task.inputs')}: task.inputs is empty")
         self.inputs = [ref.topic for ref in job.inputs]

@@ -6,6 +6,7 @@ same store locks as a running task, so they refuse to touch a store a job has op
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -212,6 +213,10 @@ def read_store(
             continue
         lock = local.StoreLock(live)
         lock.acquire()
+        if read_offset_file_quiet(live) is None:
+            warnings.warn(
+                f"{live} holds writes after the last commit (the job stopped uncleanly); "
+                "run `millpond restore` first to see the committed state", stacklevel=2)
         engine = open_engine(cfg, live)
         try:
             if keys is not None:
@@ -232,6 +237,13 @@ def read_store(
         finally:
             engine.close()
             lock.release()
+
+
+def read_offset_file_quiet(live: Any) -> Any:
+    try:
+        return read_offset_file(live)
+    except CheckpointError:
+        return None
 
 
 def _parse_key(serde: Any, text: str) -> Any:

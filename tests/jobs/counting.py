@@ -14,11 +14,14 @@ class Counter(StreamTask):
         self.counts = context.get_store("counts")
         self.emit = context.config.get("emit.stream")
         self.fail_on = context.config.get("fail.on.user")
+        self.big_on = context.config.get("big.value.on.user")
 
     def process(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
         user = envelope.message["user_id"]
         if user == self.fail_on:
             raise ValueError(f"refusing user {user}")
+        if user == self.big_on:
+            self.counts.put(f"{user}-blob", "x" * 2_000_000)  # over message.max.bytes
         count = (self.counts.get(user) or 0) + 1
         self.counts.put(user, count)
         if self.emit:
