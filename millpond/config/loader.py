@@ -26,7 +26,10 @@ class Config:
         self.properties = props
         self.job: JobConfig = parse_job(props)
         self.systems: dict[str, SystemConfig] = parse_systems(props)
-        self.stores: dict[str, StoreConfig] = parse_stores(props, self.job.changelog_system)
+        default_changelog = (f"{self.job.name}-{self.job.id}-{{store}}-changelog"
+                             if props.get("job.changelog.system", "").strip() else None)
+        self.stores: dict[str, StoreConfig] = parse_stores(
+            props, self.job.changelog_system, default_changelog)
 
     @classmethod
     def from_properties(cls, props: Properties) -> Config:

@@ -56,14 +56,23 @@ class StoreConfig:
     properties: dict[str, str] = field(default_factory=dict)
 
 
-def parse_stores(props: Properties, changelog_system: str) -> dict[str, StoreConfig]:
-    """All configured stores; bare changelog topics go to ``changelog_system``."""
+def parse_stores(
+    props: Properties, changelog_system: str, default_changelog: str | None = None
+) -> dict[str, StoreConfig]:
+    """All configured stores; bare changelog topics go to ``changelog_system``.
+
+    ``default_changelog`` (a format string with ``{store}``), given when
+    ``job.changelog.system`` is set, names the changelog of stores that name none.
+    """
     parts = (key.split(".", 2) for key in props if key.startswith("stores."))
     names = dict.fromkeys(p[1] for p in parts if len(p) == 3 and p[1] and p[2])
-    return {name: _parse_store(props, name, changelog_system) for name in names}
+    return {name: _parse_store(props, name, changelog_system, default_changelog)
+            for name in names}
 
 
-def _parse_store(props: Properties, name: str, changelog_system: str) -> StoreConfig:
+def _parse_store(
+    props: Properties, name: str, changelog_system: str, default_changelog: str | None
+) -> StoreConfig:
     prefix = f"stores.{name}."
     own = with_prefix(props, prefix)
     for sub in own:
@@ -77,6 +86,8 @@ def _parse_store(props: Properties, name: str, changelog_system: str) -> StoreCo
             f"factory class ({', '.join(k for k in FACTORIES if '.' in k)})",
         )
     changelog = own.get("changelog", "").strip()
+    if not changelog and default_changelog:
+        changelog = default_changelog.format(store=name)
     return StoreConfig(
         name=name,
         factory=factory,

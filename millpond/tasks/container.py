@@ -51,20 +51,35 @@ STATUS_EVERY_S = 10.0
 def load_task_class(config: Config) -> type[StreamTask]:
     """Import ``task.class`` (``package.module.ClassName``, importable from the cwd)."""
     path = config.job.task_class
-    where = config.location("task.class")
     if not path:
-        raise TaskConfigError(f"{where}: task.class is not set (e.g. task.class=myjobs.Counter)")
+        raise TaskConfigError(f"{config.location('task.class')}: task.class is not set "
+                              "(e.g. task.class=myjobs.Counter)")
+    cls = _import(config, "task.class", path)
+    if not (isinstance(cls, type) and issubclass(cls, StreamTask)):
+        raise TaskConfigError(f"{config.location('task.class')}: task.class={path} is not a "
+                              "millpond.StreamTask subclass")
+    return cls
+
+
+def load_restore_listener(config: Config) -> RestoreListener | None:
+    """Instantiate ``task.restore.listener.class`` if set (callbacks around each restore)."""
+    path = config.get("task.restore.listener.class")
+    if not path:
+        return None
+    listener: RestoreListener = _import(config, "task.restore.listener.class", path)()
+    return listener
+
+
+def _import(config: Config, key: str, path: str) -> Any:
+    where = config.location(key)
     module_name, _, cls_name = path.rpartition(".")
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
         module = importlib.import_module(module_name)
-        cls = getattr(module, cls_name)
+        return getattr(module, cls_name)
     except (ImportError, AttributeError, ValueError) as exc:
-        raise TaskConfigError(f"{where}: task.class={path} cannot be imported: {exc}") from exc
-    if not (isinstance(cls, type) and issubclass(cls, StreamTask)):
-        raise TaskConfigError(f"{where}: task.class={path} is not a millpond.StreamTask subclass")
-    return cls
+        raise TaskConfigError(f"{where}: {key}={path} cannot be imported: {exc}") from exc
 
 
 class Container:
@@ -93,7 +108,7 @@ class Container:
         self.consumer_conf = {**self.client_conf, **(system.consumer if system else {})}
         self.producer_conf = {**self.client_conf, **(system.producer if system else {})}
         self.bounded = bool(bounded if bounded is not None else config.get("task.bounded") == "true")
-        self.listener = listener
+        self.listener = listener or load_restore_listener(config)
         self.status_every = status_every
         self.group_id = f"{job.name}-{job.id}"
         self.checkpoint_topic = checkpoint_topic(job.name, job.id)

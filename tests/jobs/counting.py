@@ -38,3 +38,20 @@ class SlowCounter(Counter):
             import time
 
             time.sleep(delay)
+
+
+class RecordingRestoreListener:
+    """Appends every restore callback to the file named by MILLPOND_TEST_EVENTS."""
+
+    def _log(self, event: str, stats) -> None:  # type: ignore[no-untyped-def]
+        with open(os.environ["MILLPOND_TEST_EVENTS"], "a") as fh:
+            fh.write(f"{event} {stats.store} {stats.partition} {stats.records}\n")
+
+    def on_restore_start(self, stats) -> None:  # type: ignore[no-untyped-def]
+        self._log("start", stats)
+
+    def on_batch_restored(self, stats) -> None:  # type: ignore[no-untyped-def]
+        self._log("batch", stats)
+
+    def on_restore_end(self, stats) -> None:  # type: ignore[no-untyped-def]
+        self._log("end", stats)

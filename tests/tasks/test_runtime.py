@@ -187,3 +187,27 @@ def test_restore_rebuilds_a_deleted_store_identically(
     assert "full" in restored.stdout
     after = millpond("store", "dump", "--config", str(conf), "--store", "counts").stdout
     assert after == before
+
+
+def test_restore_listener_sees_a_full_restore(
+    kafka_bootstrap: str, topic_name: Callable[[str], str], tmp_path: Path
+) -> None:
+    import shutil
+
+    source, name = topic_name("in"), topic_name("job")
+    create_topic(kafka_bootstrap, source, 1)
+    produce_users(kafka_bootstrap, source, 1000, 30, 1)
+    conf = write_properties(tmp_path / "job.properties", counting_job(
+        kafka_bootstrap, name, source, tmp_path / "s",
+        **{"task.restore.listener.class": "tests.jobs.counting.RecordingRestoreListener"}))
+    events = tmp_path / "events.txt"
+    env = {"MILLPOND_TEST_EVENTS": str(events)}
+    assert run_job(conf, "--bounded", env=env).returncode == 0
+    shutil.rmtree(tmp_path / "s")
+    events.unlink()
+    run = run_job(conf, "--bounded", env=env)
+    assert run.returncode == 0, run.stderr[-2000:]
+    lines = events.read_text().splitlines()
+    assert lines[0] == "start counts 0 0"
+    assert lines[-1] == "end counts 0 30", lines
+    assert any(line.startswith("batch counts 0") for line in lines)
