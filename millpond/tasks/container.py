@@ -479,6 +479,13 @@ class Container:
         return out
 
     def _shutdown(self) -> None:
+        for t in self.tasks.values():
+            m = t.metrics
+            log.info("task %s: processed %d, skipped %d, process %.1f us/msg, %d commits "
+                     "(%.1f ms avg), restored %d records in %.2fs", t.name, m.processed,
+                     m.skipped, m.process_latency_us, m.commits,
+                     1000 * m.commit_s / m.commits if m.commits else 0.0,
+                     m.restored_records, m.restore_s)
         for p in list(self.tasks):
             self._close_task(p)
         if self.consumer is not None:
