@@ -130,6 +130,13 @@ def dump_store(config: Path, store: str) -> dict[str, Any]:
     return state
 
 
+def state_diff(state: dict[str, int], expected: Counter[str]) -> tuple[int, int]:
+    """(lost, duplicated) per-key count updates of ``state`` against the reference."""
+    lost = sum(max(0, n - state.get(u, 0)) for u, n in expected.items())
+    duplicated = sum(max(0, n - expected.get(u, 0)) for u, n in state.items())
+    return lost, duplicated
+
+
 def latest_by_key(records: Iterable[Any]) -> dict[bytes, bytes | None]:
     latest: dict[bytes, bytes | None] = {}
     for msg in records:

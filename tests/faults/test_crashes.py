@@ -20,6 +20,7 @@ from tests.kafka_util import (
     read_topic,
     run_job,
     start_job,
+    state_diff,
     write_properties,
 )
 
@@ -34,12 +35,6 @@ def _output_diff(bootstrap: str, sink: str, expected: Counter[str]) -> tuple[int
     wanted = {(user, i) for user, n in expected.items() for i in range(1, n + 1)}
     lost = len(wanted - set(seen))
     duplicated = sum(n - 1 for n in seen.values() if n > 1) + len(set(seen) - wanted)
-    return lost, duplicated
-
-
-def _state_diff(state: dict[str, int], expected: Counter[str]) -> tuple[int, int]:
-    lost = sum(max(0, n - state.get(u, 0)) for u, n in expected.items())
-    duplicated = sum(max(0, n - expected.get(u, 0)) for u, n in state.items())
     return lost, duplicated
 
 
@@ -72,7 +67,7 @@ def test_random_sigkills(
     final = run_job(conf, "--bounded", timeout=600)
     assert final.returncode == 0, final.stderr[-3000:]
     assert not done_early, "the job finished before all kills; give it more input"
-    lost, duplicated = _state_diff(dump_store(conf, "counts"), expected)
+    lost, duplicated = state_diff(dump_store(conf, "counts"), expected)
     if guarantee == "exactly-once":
         out_lost, out_dup = _output_diff(kafka_bootstrap, sink, expected)
         lost, duplicated = lost + out_lost, duplicated + out_dup
@@ -98,7 +93,7 @@ def test_aborted_transaction_rolls_back_local_state(
     run = run_job(conf, "--bounded", env={"MILLPOND_ABORT_AT": "3"})
     assert run.returncode == 0, run.stderr[-3000:]
     assert "aborted" in run.stderr and "restoring it from the checkpoint" in run.stderr
-    lost, duplicated = _state_diff(dump_store(conf, "counts"), expected)
+    lost, duplicated = state_diff(dump_store(conf, "counts"), expected)
     out_lost, out_dup = _output_diff(kafka_bootstrap, sink, expected)
     report("aborted transaction (exactly-once)", "3rd commit fails abortably", lost + out_lost,
            duplicated + out_dup, "exact" if lost + out_lost + duplicated + out_dup == 0 else "DIFF")

@@ -20,6 +20,7 @@ from tests.kafka_util import (
     produce_users,
     run_job,
     start_job,
+    state_diff,
     write_properties,
 )
 
@@ -64,8 +65,7 @@ def test_local_state_damage_ends_in_full_restore(
     if kind != "store dir deleted":
         assert "full restore" in run.stderr, run.stderr[-3000:]
     state = dump_store(conf, "counts")
-    lost = sum(max(0, n - state.get(u, 0)) for u, n in expected.items())
-    dup = sum(max(0, n - expected.get(u, 0)) for u, n in state.items())
+    lost, dup = state_diff(state, expected)
     report(f"local state: {kind}", "then more input and a restart", lost, dup,
            "full restore, exact" if lost == dup == 0 else "DIFF")
     assert state == dict(expected)
@@ -101,8 +101,7 @@ def test_recreated_changelog_is_refused_then_reseeded_from_local(
     shutil.rmtree(tmp_path / "state")  # prove the changelog alone now holds the state
     assert millpond("restore", "--config", str(conf)).returncode == 0
     state = dump_store(conf, "counts")
-    lost = sum(max(0, n - state.get(u, 0)) for u, n in expected.items())
-    dup = sum(max(0, n - expected.get(u, 0)) for u, n in state.items())
+    lost, dup = state_diff(state, expected)
     report("changelog deleted + recreated empty", "refused; restore --from-local; restart",
            lost, dup, "refused, re-seeded, exact" if lost == dup == 0 else "DIFF")
     assert state == dict(expected)
@@ -142,8 +141,7 @@ def test_broker_restart_mid_run(
     assert proc.returncode == 0, out[-3000:]
     assert "Kafka broker unreachable" in out
     state = dump_store(conf, "counts")
-    lost = sum(max(0, n - state.get(u, 0)) for u, n in expected.items())
-    dup = sum(max(0, n - expected.get(u, 0)) for u, n in state.items())
+    lost, dup = state_diff(state, expected)
     report("broker stopped 3 s mid-run", "job waits, reconnects, finishes", lost, dup,
            "exact" if lost == dup == 0 else "DIFF")
     assert state == dict(expected)
