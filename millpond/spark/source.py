@@ -233,6 +233,9 @@ def _kafka_options(changelog: Changelog) -> dict[str, str]:
         "kafka.isolation.level": changelog.isolation,
         # Compaction leaves gaps and transactions leave markers: neither is data loss here.
         "failOnDataLoss": "false",
+        # Bulk reads: fewer, larger fetches than the consumer defaults (1 MiB per partition).
+        "kafka.max.partition.fetch.bytes": str(8 << 20),
+        "kafka.fetch.max.bytes": str(64 << 20),
     }
     options.update(changelog.spark_options)
     return options

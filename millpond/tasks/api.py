@@ -20,7 +20,7 @@ class SystemStreamPartition:
     partition: int
 
 
-@dataclass
+@dataclass(slots=True)
 class IncomingMessageEnvelope:
     """One input message, deserialized with the stream's serdes."""
 

@@ -408,6 +408,7 @@ class Container:
         processed_at_status = 0
         tasks = self.tasks
         on_error = self._on_message_error
+        serdes_of = self._input_serdes
         while not self._stop:
             if self._fatal is not None:
                 raise TaskError(f"fatal Kafka client error, stopping: {self._fatal.str()} "
@@ -415,26 +416,31 @@ class Container:
             msgs = consume(POLL_BATCH, 0.1)
             while self.pending:
                 self._open_task(self.pending.pop())
+            runs: dict[int, list[Message]] = {}
             for msg in msgs:
                 err = msg.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        if msg.partition() in tasks:
-                            self._eof.add((msg.topic() or "", msg.partition() or 0))
-                        continue
-                    if err.fatal():
-                        raise KafkaException(err)
+                if err is None:
+                    run = runs.get(msg.partition())  # type: ignore[arg-type]
+                    if run is None:
+                        run = runs[msg.partition()] = []  # type: ignore[index]
+                    run.append(msg)
+                elif err.code() == KafkaError._PARTITION_EOF:
+                    if msg.partition() in tasks:
+                        self._eof.add((msg.topic() or "", msg.partition() or 0))
+                elif err.fatal():
+                    raise KafkaException(err)
+                else:
                     log.warning("consumer: %s", err.str())
-                    continue
-                task = tasks.get(msg.partition())  # type: ignore[arg-type]
-                topic = msg.topic() or ""
-                if task is None or msg.offset() < task.next_offsets.get(topic, 0):  # type: ignore[operator]
-                    continue
-                task.handle(msg, self._input_serdes(topic), on_error)
-                if task.coordinator.shutdown_requested:
-                    self._stop = True
-                if task.coordinator.commit_requested:
-                    self.commit([task])
+            for partition, run in runs.items():
+                task = tasks.get(partition)
+                done = 0
+                while task is not None and done < len(run):
+                    done += task.handle_batch(run[done:] if done else run, serdes_of, on_error)
+                    if task.coordinator.shutdown_requested:
+                        self._stop = True
+                        break
+                    if task.coordinator.commit_requested:
+                        self.commit([task])
             if msgs:
                 crash_point("mid-batch")
             now = time.monotonic()

@@ -54,38 +54,58 @@ class TaskInstance:
     def name(self) -> str:
         return task_name(self.partition)
 
-    def handle(self, msg: Message, serdes: tuple[Any, Any], on_error: ErrorPolicy) -> None:
-        """Deserialize and process one message; advance the input position past it."""
-        topic = msg.topic()
-        assert topic is not None
-        offset: int = msg.offset()  # type: ignore[assignment]
-        key_serde, msg_serde = serdes
-        try:
-            key = msg.key()
-            if key is not None and key_serde is not None:
-                key = key_serde.from_bytes(key)
-            value = msg.value()
-            if value is not None and msg_serde is not None:
-                value = msg_serde.from_bytes(value)
-        except Exception as exc:
-            if on_error("deserialization", msg, exc):
-                self.metrics.skipped += 1
-                self.next_offsets[topic] = offset + 1
-            return
-        envelope = IncomingMessageEnvelope(
-            topic, self.partition, offset, key, value, msg.timestamp()[1],
-            msg.headers() or (),  # type: ignore[arg-type]
-        )
+    def handle_batch(
+        self, msgs: list[Message], serdes_of: Callable[[str], tuple[Any, Any]],
+        on_error: ErrorPolicy,
+    ) -> int:
+        """Process ``msgs`` (this task's, in offset order) and advance the input positions.
+
+        Stops early when the task asks for a commit or shutdown; returns how many
+        messages were consumed so the container can act and resume after them.
+        """
+        process, collector, coordinator = self.task.process, self.collector, self.coordinator
+        next_offsets, partition, metrics = self.next_offsets, self.partition, self.metrics
+        last_topic: str | None = None
+        key_serde = msg_serde = None
+        handled = done = 0
         began = time.perf_counter_ns()
-        try:
-            self.task.process(envelope, self.collector, self.coordinator)
-        except Exception as exc:
-            if not on_error("process", msg, exc):
-                return
-            self.metrics.skipped += 1
-        self.metrics.process_ns += time.perf_counter_ns() - began
-        self.metrics.processed += 1
-        self.next_offsets[topic] = offset + 1
+        for msg in msgs:
+            done += 1
+            topic: str = msg.topic()  # type: ignore[assignment]
+            offset: int = msg.offset()  # type: ignore[assignment]
+            if offset < next_offsets.get(topic, 0):
+                continue  # fetched before the seek to the checkpoint
+            if topic != last_topic:
+                key_serde, msg_serde = serdes_of(topic)
+                last_topic = topic
+            try:
+                key = msg.key()
+                if key is not None and key_serde is not None:
+                    key = key_serde.from_bytes(key)
+                value = msg.value()
+                if value is not None and msg_serde is not None:
+                    value = msg_serde.from_bytes(value)
+            except Exception as exc:
+                on_error("deserialization", msg, exc)  # raises unless skipping
+                metrics.skipped += 1
+                next_offsets[topic] = offset + 1
+                continue
+            envelope = IncomingMessageEnvelope(
+                topic, partition, offset, key, value, msg.timestamp()[1],
+                msg.headers() or (),  # type: ignore[arg-type]
+            )
+            try:
+                process(envelope, collector, coordinator)
+            except Exception as exc:
+                on_error("process", msg, exc)  # raises unless skipping
+                metrics.skipped += 1
+            handled += 1
+            next_offsets[topic] = offset + 1
+            if coordinator.commit_requested or coordinator.shutdown_requested:
+                break
+        metrics.process_ns += time.perf_counter_ns() - began
+        metrics.processed += handled
+        return done
 
     def checkpoint(self) -> Checkpoint:
         """This task's position now (call after its producer was flushed)."""
