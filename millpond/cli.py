@@ -358,5 +358,14 @@ def kafka_status(broker: object) -> None:
         sys.exit(1)
 
 
+def _mount_spark() -> None:
+    """``millpond spark ...``: PySpark jobs over changelogs (pyspark is imported on use)."""
+    from millpond.spark.cli import spark
+
+    main.add_command(spark)
+
+
+_mount_spark()
+
 if __name__ == "__main__":
     main()

@@ -85,7 +85,10 @@ def _has_non_finite(obj: Any) -> bool:
 
 
 class JsonSerde(Serde[Any]):
-    """Any JSON value <-> compact utf-8 JSON (NaN/Infinity are rejected: they are not JSON)."""
+    """Any JSON value <-> compact utf-8 JSON (NaN/Infinity are rejected: they are not JSON).
+
+    Uses orjson for speed; like orjson, integers beyond 64 bits decode as floats.
+    """
 
     __slots__ = ("name", "_encode", "_decode")
 
