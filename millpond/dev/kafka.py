@@ -81,6 +81,17 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _port_free(port: int) -> bool:
+    """True if nothing listens on 127.0.0.1:``port``."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
 def _kafka_uuid() -> str:
     """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding."""
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
@@ -262,6 +273,11 @@ class LocalKafka:
             self.wait_ready(timeout)
             return self.bootstrap
         require_java17()
+        for port in (self.port, self.controller_port):
+            if not _port_free(port):
+                raise BrokerStartError(
+                    f"port 127.0.0.1:{port} is already in use by another process; stop it or "
+                    f"choose another port (millpond dev kafka --port N start)")
         libs = provision(self.version, echo)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         (self.data_dir / "logs").mkdir(exist_ok=True)

@@ -17,7 +17,6 @@ import base64
 import datetime
 import decimal
 import json
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -26,7 +25,7 @@ from millpond.serdes import SAMZA_ALIASES
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
-    from pyspark.sql.types import DataType
+    from pyspark.sql.types import DataType, StructType
 
     from millpond.config import Config, SerdeSpec
 
@@ -211,40 +210,86 @@ def decode(df: DataFrame, serdes: StoreSerdes) -> DataFrame:
     )
 
 
-def infer_struct(df: DataFrame, column: str = "value_json") -> str | None:
-    """A Spark DDL struct type fitting every JSON text in ``column``; None if they are not
-    all objects (or there are none, or field names clash)."""
+def infer_struct(df: DataFrame, column: str = "value_json") -> StructType | None:
+    """A struct type fitting every JSON text in ``column``; None if they are not all objects
+    (or there are none, or field names are empty or clash case-insensitively).
+
+    Numbers become BIGINT or DOUBLE, fields of mixed types and nulls-only fields STRING
+    (holding their JSON text).
+    """
     from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType, _parse_datatype_string
 
     row = df.select(F.schema_of_variant_agg(F.parse_json(F.col(column)))).first()
     schema = row[0] if row else None
     if not schema or not schema.startswith("OBJECT<") or schema == "OBJECT<>":
         return None
-    ddl = schema.replace("OBJECT<", "STRUCT<")
-    ddl = re.sub(r"DECIMAL\(\d+,\s*\d+\)", "DOUBLE", ddl)  # JSON numbers: doubles, not decimals
-    ddl = ddl.replace("VARIANT", "STRING")  # mixed types: keep their JSON text
-    from pyspark.sql.types import StructType, _parse_datatype_string
-
     try:
-        parsed = _parse_datatype_string(ddl)
+        parsed = _parse_datatype_string(_objects_as_structs(schema))
     except Exception:
         return None
-    if not isinstance(parsed, StructType) or _names_clash(parsed):
+    if not isinstance(parsed, StructType) or _bad_names(parsed):
         return None
-    return ddl
+    result = _parquet_friendly(parsed)
+    assert isinstance(result, StructType)
+    return result
 
 
-def _names_clash(struct: Any) -> bool:
-    """True if field names repeat case-insensitively at any level (Parquet would refuse)."""
+def _objects_as_structs(schema: str) -> str:
+    """Variant schema text -> Spark DDL: OBJECT<...> becomes STRUCT<...> outside `names`."""
+    out, i, quoted = [], 0, False
+    while i < len(schema):
+        ch = schema[i]
+        if ch == "`":
+            quoted = not quoted
+        if not quoted and schema.startswith("OBJECT<", i):
+            out.append("STRUCT<")
+            i += len("OBJECT<")
+            continue
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+def _parquet_friendly(dtype: DataType) -> DataType:
+    """Decimals -> double (JSON numbers), variant and void (mixed, all-null) -> string."""
+    from pyspark.sql.types import (
+        ArrayType,
+        DecimalType,
+        DoubleType,
+        MapType,
+        NullType,
+        StringType,
+        StructField,
+        StructType,
+        VariantType,
+    )
+
+    if isinstance(dtype, StructType):
+        return StructType([StructField(f.name, _parquet_friendly(f.dataType)) for f in dtype.fields])
+    if isinstance(dtype, ArrayType):
+        return ArrayType(_parquet_friendly(dtype.elementType))
+    if isinstance(dtype, MapType):
+        return MapType(dtype.keyType, _parquet_friendly(dtype.valueType))
+    if isinstance(dtype, DecimalType):
+        return DoubleType()
+    if isinstance(dtype, VariantType | NullType):
+        return StringType()
+    return dtype
+
+
+def _bad_names(struct: Any) -> bool:
+    """True if field names are empty or repeat case-insensitively (Parquet would refuse)."""
     from pyspark.sql.types import ArrayType, MapType, StructType
 
     if isinstance(struct, StructType):
         names = [f.name.lower() for f in struct.fields]
-        return len(names) != len(set(names)) or any(_names_clash(f.dataType) for f in struct.fields)
+        return (len(names) != len(set(names)) or "" in names
+                or any(_bad_names(f.dataType) for f in struct.fields))
     if isinstance(struct, ArrayType):
-        return _names_clash(struct.elementType)
+        return _bad_names(struct.elementType)
     if isinstance(struct, MapType):
-        return _names_clash(struct.valueType)
+        return _bad_names(struct.valueType)
     return False
 
 
@@ -257,7 +302,7 @@ def structure_values(df: DataFrame, serdes: StoreSerdes) -> DataFrame:
 
     if serdes.value_kind != JSON_KIND:
         return df
-    ddl = infer_struct(df)
-    if ddl is None:
+    schema = infer_struct(df)
+    if schema is None:
         return df
-    return df.withColumn("value", F.from_json(F.col("value_json"), ddl))
+    return df.withColumn("value", F.from_json(F.col("value_json"), schema))

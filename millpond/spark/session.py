@@ -5,9 +5,11 @@ The connector (``org.apache.spark:spark-sql-kafka-0-10_2.13:<pyspark version>``)
 ``~/.cache/millpond/ivy``), so only the first run downloads it. If the connector's companion
 ``spark-token-provider-kafka-0-10`` is not published for this exact version in the Maven
 repository (some mirrors lack it), the nearest earlier published version is fetched once into
-``$MILLPOND_CACHE/spark-jars`` and used instead: it only holds Kafka delegation-token helpers
-whose API has not changed across 4.x. ``MILLPOND_SPARK_JARS`` (comma-separated local jar paths)
-bypasses all resolution for air-gapped machines.
+``$MILLPOND_CACHE/spark-jars`` and used instead: it only holds Kafka delegation-token helpers,
+whose class signatures match across 4.0.0 and 4.1.0-preview1 (checked with javap). Once a session has started, the resolved jar list is
+remembered (``<cache>/spark-jars/*.classpath.json``) and later sessions start from those local
+jars without Ivy. ``MILLPOND_SPARK_JARS`` (comma-separated local jar paths) bypasses all
+resolution for air-gapped machines.
 """
 
 from __future__ import annotations
@@ -69,6 +71,9 @@ def connector_conf(version: str | None = None, cache: Path | None = None) -> dic
         return {"spark.jars": jars}
     version = version or spark_version()
     cache = cache or cache_root()
+    remembered = remembered_jars(version, cache)
+    if remembered:
+        return {"spark.jars": ",".join(remembered)}
     conf = {
         "spark.jars.packages": f"{GROUP}:{CONNECTOR}:{version}",
         "spark.jars.ivy": str(cache / "ivy"),
@@ -78,6 +83,39 @@ def connector_conf(version: str | None = None, cache: Path | None = None) -> dic
         conf["spark.jars.excludes"] = f"{GROUP}:{TOKEN_PROVIDER}"
         conf["spark.jars"] = str(substitute)
     return conf
+
+
+def _jars_record(version: str, cache: Path) -> Path:
+    return cache / "spark-jars" / f"{CONNECTOR}-{version}.classpath.json"
+
+
+def remembered_jars(version: str, cache: Path) -> list[str] | None:
+    """The connector's jars as resolved by an earlier session, if all are still cached.
+
+    Starting from these skips Ivy's resolution (seconds per start, and no network)."""
+    try:
+        jars = json.loads(_jars_record(version, cache).read_text())["jars"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not jars or not all(Path(j).is_file() for j in jars):
+        return None
+    return [str(j) for j in jars]
+
+
+def remember_jars(spark: SparkSession, version: str, cache: Path) -> None:
+    """Record the jars Ivy resolved for this session (see :func:`remembered_jars`)."""
+    # spark-submit lists every resolved jar (and spark.jars) here as file: URIs.
+    listed = str(spark.sparkContext._jsc.sc().conf().get("spark.repl.local.jars", ""))
+    paths = []
+    for uri in filter(None, listed.split(",")):
+        path = Path(uri.removeprefix("file://"))
+        if not path.is_file() or path.parent not in (cache / "ivy" / "jars", cache / "spark-jars"):
+            return  # not all from our caches: keep resolving with Ivy
+        paths.append(str(path))
+    if any(CONNECTOR in p for p in paths):
+        record = _jars_record(version, cache)
+        record.parent.mkdir(parents=True, exist_ok=True)
+        record.write_text(json.dumps({"jars": sorted(paths)}))
 
 
 def token_provider_substitute(version: str, cache: Path) -> Path | None:
@@ -212,7 +250,8 @@ def get_spark(settings: SparkSettings | None = None) -> SparkSession:
     # Workers must run this interpreter (PySpark reads only the environment for this).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.master(settings.master).appName(settings.app_name)
-    for key, value in session_conf(settings).items():
+    conf = session_conf(settings)
+    for key, value in conf.items():
         builder = builder.config(key, value)
     try:
         spark = builder.getOrCreate()
@@ -225,6 +264,11 @@ def get_spark(settings: SparkSettings | None = None) -> SparkSession:
             ) from exc
         raise
     spark.sparkContext.setLogLevel("WARN")
+    if "spark.jars.packages" in conf and "spark.jars.packages" not in settings.conf:
+        try:
+            remember_jars(spark, spark_version(), cache_root())
+        except Exception:  # only an optimisation of the next start
+            pass
     return spark
 
 

@@ -143,7 +143,11 @@ def plan_to_end(changelog: Changelog) -> ReadPlan:
 def plan_to_checkpoint(config: Config, changelog: Changelog) -> ReadPlan:
     """Read every partition up to the changelog offset in the job's last checkpoint."""
     ckpt_topic = checkpoint_topic(config.job.name, config.job.id)
-    checkpoints = read_checkpoints(changelog, ckpt_topic)
+    try:
+        checkpoints = read_checkpoints(changelog, ckpt_topic)
+    except SourceError as exc:
+        raise SourceError(f"cannot read job {config.job.name!r}'s checkpoints (has it ever "
+                          f"committed?): {exc}") from exc
     consumer = _consumer(changelog)
     try:
         parts = topic_partitions(consumer, changelog.topic)

@@ -233,6 +233,7 @@ class Container:
         self.tasks[partition] = instance
         if storage.trimmed:
             self.commit([instance])  # make the trimmed state the committed one at once
+        self._warn_on_lost_input(partition, next_offsets)
         tps = [TopicPartition(t, partition, next_offsets.get(t, OFFSET_BEGINNING))
                for t in self.inputs]
         for tp in tps:
@@ -243,6 +244,21 @@ class Container:
         log.info("task %s ready: restored %d records in %.1fs, input offsets %s",
                  instance.name, instance.metrics.restored_records, instance.metrics.restore_s,
                  next_offsets or "from the beginning")
+
+    def _warn_on_lost_input(self, partition: int, next_offsets: dict[str, int]) -> None:
+        """Say loudly when input the checkpoint still needs was deleted (e.g. by retention)."""
+        assert self.restore_consumer is not None
+        for topic, offset in next_offsets.items():
+            low, high = self.restore_consumer.get_watermark_offsets(
+                TopicPartition(topic, partition), timeout=30)
+            if offset < low:
+                log.warning("input %s[%d]: the checkpoint resumes at offset %d but the topic "
+                            "now starts at %d; %d unprocessed records were deleted (retention?) "
+                            "and are skipped", topic, partition, offset, low, low - offset)
+            elif offset > high:
+                log.warning("input %s[%d]: the checkpoint resumes at offset %d beyond the end "
+                            "%d (topic recreated?); consuming from the end", topic, partition,
+                            offset, high)
 
     def _close_task(self, partition: int) -> None:
         instance = self.tasks.pop(partition, None)
