@@ -47,6 +47,8 @@ class Snapshotter:
             "--master", "local[2]", "--shuffle-partitions", "2",
             "--spark-conf", f"spark.driver.extraJavaOptions={FAST_JVM}",
             *(arg for k, v in FAST_SQL.items() for arg in ("--spark-conf", f"{k}={v}")),
+            # a SIGKILLed Spark leaves its scratch directory behind: keep it in tmp_path
+            "--spark-conf", f"spark.local.dir={logs / 'spark-local'}",
         ]
         self.logs = logs
         self.proc: subprocess.Popen[bytes] | None = None
