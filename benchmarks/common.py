@@ -1,0 +1,177 @@
+"""Shared helpers of the benchmark harness: child processes with rusage, stats, machine info."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+MILLPOND = str(BIN / "millpond")
+VENVS = Path(os.environ.get("MILLPOND_BENCH_VENVS", Path.home() / ".cache/millpond/bench-venvs"))
+
+
+@dataclass
+class Child:
+    """What one child process did: exit code, wall clock, CPU and peak RSS (from wait4)."""
+
+    cmd: list[str]
+    returncode: int
+    started: float  # time.time() just before the fork
+    exited: float  # time.time() right after wait4 returned
+    cpu_s: float  # user + system CPU of the child (and its waited-for children)
+    maxrss_mb: float  # peak RSS (VmHWM) of the child's own address space, polled
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+
+    @property
+    def wall_s(self) -> float:
+        return self.exited - self.started
+
+    def tail(self, n: int = 3000) -> str:
+        return (self.stdout + "\n" + self.stderr)[-n:]
+
+
+def run_child(cmd: list[str], *, env: dict[str, str] | None = None, cwd: Path = REPO,
+              timeout: float = 600, logdir: Path | None = None, name: str = "child") -> Child:
+    """Run ``cmd`` to its end; its rusage is taken with ``os.wait4`` (this child only)."""
+    logdir = logdir or Path(os.environ.get("TMPDIR", "/tmp"))
+    logdir.mkdir(parents=True, exist_ok=True)
+    out_path, err_path = logdir / f"{name}.out", logdir / f"{name}.err"
+    with open(out_path, "w") as out, open(err_path, "w") as err:
+        started = time.time()
+        proc = subprocess.Popen(cmd, cwd=cwd, stdout=out, stderr=err,
+                                env={**os.environ, **(env or {})})
+        killed = threading.Event()
+
+        def kill() -> None:
+            killed.set()
+            proc.kill()
+
+        timer = threading.Timer(timeout, kill)
+        timer.start()
+        peak = PeakRss(proc.pid)
+        peak.start()
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+            exited = time.time()
+        finally:
+            timer.cancel()
+            peak.stop()
+    proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
+    return Child(cmd, proc.returncode, started, exited, usage.ru_utime + usage.ru_stime,
+                 peak.mb, out_path.read_text(errors="replace"),
+                 err_path.read_text(errors="replace"), killed.is_set())
+
+
+class PeakRss(threading.Thread):
+    """Polls the child's VmHWM (its own peak RSS since exec) until it exits.
+
+    Not ru_maxrss: on Linux a child's ru_maxrss also counts the parent's RSS at fork,
+    and this harness holds the whole input in memory.
+    """
+
+    def __init__(self, pid: int, every: float = 0.05) -> None:
+        super().__init__(daemon=True)
+        self.path = Path(f"/proc/{pid}/status")
+        self.every = every
+        self.kb = 0
+        self._done = threading.Event()
+
+    def run(self) -> None:
+        while not self._done.is_set():
+            try:
+                for line in self.path.read_text().splitlines():
+                    if line.startswith("VmHWM:"):
+                        self.kb = max(self.kb, int(line.split()[1]))
+                        break
+            except (OSError, ValueError):
+                pass
+            self._done.wait(self.every)
+
+    def stop(self) -> None:
+        self._done.set()
+        self.join(1)
+
+    @property
+    def mb(self) -> float:
+        return self.kb / 1024
+
+
+@dataclass
+class Series:
+    """Repeated measurements of one figure."""
+
+    values: list[float] = field(default_factory=list)
+
+    def add(self, v: float) -> None:
+        self.values.append(v)
+
+    def summary(self) -> dict[str, Any]:
+        return summarize(self.values)
+
+
+def summarize(values: list[float]) -> dict[str, Any]:
+    """Median, min and max of the runs (and the runs themselves)."""
+    vals = [float(v) for v in values if v is not None]
+    if not vals:
+        return {"median": None, "min": None, "max": None, "n": 0, "runs": []}
+    return {"median": statistics.median(vals), "min": min(vals), "max": max(vals),
+            "n": len(vals), "runs": vals}
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def ram_gib() -> float:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) / 1024 / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def load_average() -> list[float]:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return []
+
+
+def venv_python(name: str) -> Path:
+    return VENVS / name / "bin" / "python"
+
+
+def pip_version(python: Path, package: str) -> str | None:
+    """The installed version of ``package`` in the interpreter ``python`` (None if absent)."""
+    if not python.exists():
+        return None
+    out = subprocess.run(
+        [str(python), "-c",
+         f"import importlib.metadata as m; print(m.version({package!r}))"],
+        capture_output=True, text=True, timeout=60)
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def write_json(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")

@@ -1,0 +1,110 @@
+"""Quix Streams side of the stateful-count benchmark (runs inside the Quix virtualenv).
+
+    python quix_count.py count   SPEC.json   # count the input per user, stop after N messages
+    python quix_count.py recover SPEC.json   # start on deleted state, stop when recovery is done
+    python quix_count.py dump    SPEC.json   # read the state dir: {user: count} (not timed)
+
+SPEC.json holds bootstrap, topic, group, state_dir, guarantee, messages, commit_interval and
+out (where this writes its JSON report). The count is the per-key state of the message
+key (``user_id``), the same logic as millpond's BenchCounter.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+import time
+from pathlib import Path
+
+
+def _usage() -> dict[str, float]:
+    u = resource.getrusage(resource.RUSAGE_SELF)
+    return {"cpu_s": u.ru_utime + u.ru_stime, "maxrss_mb": u.ru_maxrss / 1024}
+
+
+def _app(spec: dict):  # type: ignore[no-untyped-def]
+    from quixstreams import Application
+
+    app = Application(
+        broker_address=spec["bootstrap"], consumer_group=spec["group"],
+        auto_offset_reset="earliest", processing_guarantee=spec["guarantee"],
+        commit_interval=float(spec["commit_interval"]), state_dir=spec["state_dir"],
+        loglevel="WARNING",
+    )
+    topic = app.topic(spec["topic"], key_deserializer="str", value_deserializer="json")
+    sdf = app.dataframe(topic)
+    first: list[float] = []
+
+    def count(value, state):  # type: ignore[no-untyped-def]
+        if not first:
+            first.append(time.time())
+        state.set("count", state.get("count", 0) + 1)
+
+    sdf.update(count, stateful=True)
+    return app, first
+
+
+def count(spec: dict) -> dict:
+    started = time.time()
+    app, first = _app(spec)
+    app.run(count=int(spec["messages"]), collect=False)
+    ended = time.time()
+    return {"started": started, "first_message": first[0] if first else None, "ended": ended,
+            **_usage()}
+
+
+def recover(spec: dict) -> dict:
+    from quixstreams.state.manager import StateStoreManager as StateManager
+
+    started = time.time()
+    app, _ = _app(spec)
+    spans: list[tuple[float, float]] = []
+    original = StateManager.do_recovery
+
+    def timed(self):  # type: ignore[no-untyped-def]
+        began = time.time()
+        original(self)
+        spans.append((began, time.time()))
+        app.stop()
+
+    StateManager.do_recovery = timed  # type: ignore[method-assign]
+    app.run(timeout=float(spec.get("recover_timeout", 300)))
+    ended = time.time()
+    return {"started": started, "recovery_began": spans[0][0] if spans else None,
+            "recovery_done": spans[-1][1] if spans else None, "recoveries": len(spans),
+            "ended": ended, **_usage()}
+
+
+def dump(spec: dict) -> dict:
+    """Every count in the state dir's RocksDB stores, by message key."""
+    from rocksdict import AccessType, Options, Rdict
+
+    counts: dict[str, int] = {}
+    dbs = []
+    for current in sorted(Path(spec["state_dir"]).rglob("CURRENT")):
+        db_dir = current.parent
+        dbs.append(str(db_dir))
+        db = Rdict(str(db_dir), Options(raw_mode=True), access_type=AccessType.read_only())
+        try:
+            for key, value in db.items():
+                if not isinstance(key, bytes) or not key.endswith(b'|"count"'):
+                    continue
+                user = key[: -len(b'|"count"')].decode()
+                if user.startswith('"'):  # the message key, serialized as a JSON string
+                    user = json.loads(user)
+                counts[user] = json.loads(value)
+        finally:
+            db.close()
+    return {"counts": counts, "dbs": dbs}
+
+
+def main() -> None:
+    mode, spec_path = sys.argv[1], sys.argv[2]
+    spec = json.loads(Path(spec_path).read_text())
+    out = {"count": count, "recover": recover, "dump": dump}[mode](spec)
+    Path(spec["out"]).write_text(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,320 @@
+"""One stateful-count or restore run of each system, each verified against the reference.
+
+millpond runs as ``millpond run --bounded`` (fresh job name and state per run); Quix
+Streams and Faust run from their own virtualenvs (``benchmarks/peers/*``). Every run
+returns a dict with its timings, CPU (wait4 of the child), peak RSS and ``correct``:
+the final per-user counts compared with the reference. A run whose counts differ is
+marked WRONG and its speed is not used.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import MILLPOND, REPO, VENVS, Child, run_child, venv_python
+
+PEERS = Path(__file__).resolve().parent / "peers"
+
+MILLPOND_GUARANTEES = ("at-least-once", "effectively-once", "exactly-once")
+QUIX_GUARANTEES = ("at-least-once", "exactly-once")
+SHORT = {"at-least-once": "alo", "effectively-once": "eo", "exactly-once": "eos",
+         "at_least_once": "alo", "exactly_once": "eos"}
+
+# What each peer is installed from, into VENVS/<name>.
+PEER_PACKAGES = {"quix": ["quixstreams"], "faust": ["faust-streaming[rocksdict]"]}
+PEER_IMPORT = {"quix": "quixstreams", "faust": "faust"}
+PEER_DIST = {"quix": "quixstreams", "faust": "faust-streaming"}
+
+
+@dataclass
+class Ctx:
+    """What every run needs: where the broker is, the input, the reference, scratch space."""
+
+    bootstrap: str
+    salt: str
+    work: Path
+    commit_s: float
+    reference: dict[str, int] = field(default_factory=dict)
+    timeout: float = 900.0
+
+
+def compare(got: dict[str, Any], want: dict[str, Any]) -> dict[str, Any]:
+    """Whether ``got`` equals ``want`` exactly, with a few differences when not."""
+    if got == want:
+        total = sum(v for v in got.values() if isinstance(v, int))
+        return {"correct": True, "keys": len(got), "total": total}
+    missing = [k for k in want if k not in got]
+    extra = [k for k in got if k not in want]
+    diff = [(k, str(got[k])[:40], str(want[k])[:40]) for k in want
+            if k in got and got[k] != want[k]]
+    total = sum(v for v in got.values() if isinstance(v, int))
+    return {"correct": False, "keys": len(got), "total": total, "missing": len(missing),
+            "extra": len(extra), "different": len(diff), "examples": diff[:5] + missing[:3]}
+
+
+def _rates(messages: int, started: float, first: float | None, end: float) -> dict[str, Any]:
+    out: dict[str, Any] = {"wall_s": end - started}
+    if first is not None and end > first:
+        out["processing_s"] = end - first
+        out["startup_s"] = first - started
+        out["msgs_per_s"] = messages / (end - first)
+    out["msgs_per_s_incl_startup"] = messages / (end - started)
+    return out
+
+
+# ---- millpond ---------------------------------------------------------------------------
+def millpond_props(ctx: Ctx, name: str, topic: str, guarantee: str, state: Path,
+                   timing: Path) -> dict[str, Any]:
+    return {
+        "job.name": name,
+        "task.class": "benchmarks.jobs.BenchCounter",
+        "task.inputs": f"kafka.{topic}",
+        "task.commit.ms": int(ctx.commit_s * 1000),
+        "task.processing.guarantee": guarantee,
+        "systems.kafka.bootstrap.servers": ctx.bootstrap,
+        "systems.kafka.samza.key.serde": "string",
+        "systems.kafka.samza.msg.serde": "json",
+        "stores.counts.factory": "rocksdb",
+        "stores.counts.key.serde": "string",
+        "stores.counts.msg.serde": "json",
+        "stores.counts.changelog": f"kafka.{name}-counts-changelog",
+        "job.logged.store.base.dir": str(state),
+        "bench.timing.file": str(timing),
+    }
+
+
+def millpond_dump(config: Path, logdir: Path) -> dict[str, Any]:
+    out = subprocess.run([MILLPOND, "store", "dump", "--config", str(config), "--store", "counts"],
+                         cwd=REPO, capture_output=True, text=True, timeout=600)
+    if out.returncode != 0:
+        raise RuntimeError(f"millpond store dump failed: {out.stderr[-2000:]}")
+    counts: dict[str, Any] = {}
+    for line in out.stdout.splitlines():
+        row = json.loads(line)
+        counts[row["key"]] = row["value"]
+    return counts
+
+
+def large_restore_config(ctx: Ctx, name: str, partitions: int) -> Path:
+    """A job config whose ``big`` store (string keys and values) has a changelog to restore."""
+    run_dir = ctx.work / name
+    run_dir.mkdir(parents=True, exist_ok=True)
+    props = {
+        "job.name": name,
+        "task.class": "benchmarks.jobs.BenchCounter",
+        "task.inputs": f"kafka.{name}-unused-input",
+        "task.processing.guarantee": "at-least-once",
+        "systems.kafka.bootstrap.servers": ctx.bootstrap,
+        "stores.counts.factory": "rocksdb",
+        "stores.counts.key.serde": "string",
+        "stores.counts.msg.serde": "string",
+        "stores.counts.changelog": f"kafka.{name}-counts-changelog",
+        "job.logged.store.base.dir": str(run_dir / "state"),
+    }
+    config = run_dir / "job.properties"
+    config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    return config
+
+
+def millpond_count(ctx: Ctx, topic: str, messages: int, guarantee: str, tag: str,
+                   reference: dict[str, int]) -> dict[str, Any]:
+    name = f"mpb-{ctx.salt}-{SHORT[guarantee]}-{tag}"
+    run_dir = ctx.work / name
+    run_dir.mkdir(parents=True, exist_ok=True)
+    timing = run_dir / "timing.json"
+    config = run_dir / "job.properties"
+    props = millpond_props(ctx, name, topic, guarantee, run_dir / "state", timing)
+    config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    child = run_child([MILLPOND, "run", "--config", str(config), "--bounded"],
+                      timeout=ctx.timeout, logdir=run_dir, name="run")
+    result: dict[str, Any] = {"system": "millpond", "guarantee": guarantee, "job": name,
+                              "config": str(config), "messages": messages}
+    result.update(_child_fields(child))
+    if child.returncode != 0:
+        return {**result, "ok": False, "error": f"exit {child.returncode}: {child.tail()}"}
+    marks = json.loads(timing.read_text()) if timing.exists() else {}
+    result.update(_rates(messages, child.started, marks.get("first_message"), child.exited))
+    result["end_of_stream_s"] = ((marks["end_of_stream"] - marks["first_message"])
+                                 if marks.get("end_of_stream") and marks.get("first_message")
+                                 else None)
+    result.update(compare(millpond_dump(config, run_dir), reference))
+    result["ok"] = True
+    return result
+
+
+def millpond_restore(ctx: Ctx, config: Path, tag: str, reference: dict[str, Any]) -> dict[str, Any]:
+    run_dir = config.parent
+    child = run_child([MILLPOND, "restore", "--config", str(config), "--full"],
+                      timeout=ctx.timeout, logdir=run_dir, name=f"restore-{tag}")
+    result: dict[str, Any] = {"system": "millpond", "config": str(config)}
+    result.update(_child_fields(child))
+    if child.returncode != 0:
+        return {**result, "ok": False, "error": f"exit {child.returncode}: {child.tail()}"}
+    rows = []
+    for line in child.stdout.splitlines()[1:]:
+        parts = line.split()
+        if len(parts) >= 8:
+            rows.append({"store": parts[0], "partition": int(parts[1]), "records": int(parts[2]),
+                         "value_bytes": int(parts[3]), "seconds": float(parts[4])})
+    records = sum(r["records"] for r in rows)
+    restore_s = sum(r["seconds"] for r in rows)
+    result.update({"partitions": rows, "records": records, "restore_s": restore_s,
+                   "value_bytes": sum(r["value_bytes"] for r in rows),
+                   "records_per_s": records / restore_s if restore_s else None,
+                   "records_per_s_wall": records / child.wall_s})
+    result.update(compare(millpond_dump(config, run_dir), reference))
+    result["ok"] = True
+    return result
+
+
+def _child_fields(child: Child) -> dict[str, Any]:
+    return {"returncode": child.returncode, "process_wall_s": child.wall_s,
+            "cpu_s": child.cpu_s, "maxrss_mb": child.maxrss_mb, "timed_out": child.timed_out}
+
+
+# ---- peers ---------------------------------------------------------------------------------
+def ensure_peer(name: str, install: bool) -> tuple[bool, str]:
+    """Whether the peer's virtualenv imports; installs it from PyPI first when allowed."""
+    python = venv_python(name)
+    log = VENVS / f"{name}-install.log"
+
+    def imports() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(python), "-c", f"import {PEER_IMPORT[name]}"],
+                              capture_output=True, text=True, timeout=120)
+
+    if python.exists() and imports().returncode == 0:
+        return True, "ready"
+    if not install:
+        return False, f"{python} is missing or cannot import {PEER_IMPORT[name]} (--no-install)"
+    VENVS.mkdir(parents=True, exist_ok=True)
+    steps = [["python3", "-m", "venv", str(VENVS / name)],
+             [str(python), "-m", "pip", "install", "-q", "--upgrade", "pip"],
+             [str(python), "-m", "pip", "install", "-q", *PEER_PACKAGES[name]]]
+    with open(log, "w") as f:
+        for step in steps:
+            done = subprocess.run(step, stdout=f, stderr=subprocess.STDOUT, timeout=1200,
+                                  env=env_without_venv())
+            if done.returncode != 0:
+                return False, f"`{' '.join(step)}` failed (exit {done.returncode}); see {log}"
+    check = imports()
+    if check.returncode != 0:
+        return False, f"installed but `import {PEER_IMPORT[name]}` fails: {check.stderr[-500:]}"
+    return True, "installed"
+
+
+def _peer(ctx: Ctx, peer: str, mode: str, spec: dict[str, Any], run_dir: Path,
+          tag: str) -> tuple[Child, dict[str, Any]]:
+    spec = {**spec, "out": str(run_dir / f"{mode}-{tag}.json")}
+    spec_path = run_dir / f"{mode}-{tag}.spec.json"
+    spec_path.write_text(json.dumps(spec))
+    Path(spec["out"]).unlink(missing_ok=True)
+    script = PEERS / f"{peer}_count.py"
+    child = run_child([str(venv_python(peer)), str(script), mode, str(spec_path)],
+                      cwd=run_dir, timeout=ctx.timeout, logdir=run_dir, name=f"{mode}-{tag}",
+                      env={"PYTHONWARNINGS": "ignore"})
+    out = json.loads(Path(spec["out"]).read_text()) if Path(spec["out"]).exists() else {}
+    return child, out
+
+
+def quix_spec(ctx: Ctx, topic: str, messages: int, guarantee: str, tag: str) -> dict[str, Any]:
+    group = f"qxb-{ctx.salt}-{SHORT[guarantee]}-{tag}"
+    run_dir = ctx.work / group
+    run_dir.mkdir(parents=True, exist_ok=True)
+    return {"bootstrap": ctx.bootstrap, "topic": topic, "group": group,
+            "state_dir": str(run_dir / "state"), "guarantee": guarantee, "messages": messages,
+            "commit_interval": ctx.commit_s, "run_dir": str(run_dir)}
+
+
+def quix_count(ctx: Ctx, topic: str, messages: int, guarantee: str, tag: str,
+               reference: dict[str, int]) -> dict[str, Any]:
+    spec = quix_spec(ctx, topic, messages, guarantee, tag)
+    run_dir = Path(spec["run_dir"])
+    child, out = _peer(ctx, "quix", "count", spec, run_dir, "run")
+    result: dict[str, Any] = {"system": "quix", "guarantee": guarantee, "group": spec["group"],
+                              "spec": spec, "messages": messages}
+    result.update(_child_fields(child))
+    if child.returncode != 0 or not out:
+        return {**result, "ok": False, "error": f"exit {child.returncode}: {child.tail()}"}
+    result.update(_rates(messages, child.started, out.get("first_message"), out["ended"]))
+    result["in_process_cpu_s"] = out.get("cpu_s")
+    result.update(compare(quix_dump(ctx, spec, run_dir), reference))
+    result["ok"] = True
+    return result
+
+
+def quix_dump(ctx: Ctx, spec: dict[str, Any], run_dir: Path) -> dict[str, int]:
+    child, out = _peer(ctx, "quix", "dump", spec, run_dir, "dump")
+    if child.returncode != 0 or "counts" not in out:
+        raise RuntimeError(f"quix state dump failed: {child.tail()}")
+    return out["counts"]
+
+
+def quix_recover(ctx: Ctx, spec: dict[str, Any], tag: str,
+                 reference: dict[str, int]) -> dict[str, Any]:
+    """Delete the Quix app's local state and time its recovery from the changelog."""
+    run_dir = Path(spec["run_dir"])
+    shutil.rmtree(spec["state_dir"], ignore_errors=True)
+    child, out = _peer(ctx, "quix", "recover", spec, run_dir, f"recover-{tag}")
+    result: dict[str, Any] = {"system": "quix", "group": spec["group"]}
+    result.update(_child_fields(child))
+    if child.returncode != 0 or not out.get("recovery_done"):
+        return {**result, "ok": False, "error": f"exit {child.returncode}: {out} {child.tail()}"}
+    result.update({"restore_s": out["recovery_done"] - out["recovery_began"],
+                   "wall_to_done_s": out["recovery_done"] - child.started,
+                   "recoveries": out.get("recoveries")})
+    result.update(compare(quix_dump(ctx, spec, run_dir), reference))
+    result["ok"] = True
+    return result
+
+
+def faust_count(ctx: Ctx, topic: str, messages: int, partitions: int, tag: str,
+                reference: dict[str, int], settings: dict[str, Any] | None = None,
+                ) -> dict[str, Any]:
+    group = f"fsb-{ctx.salt}-alo-{tag}"
+    run_dir = ctx.work / group
+    run_dir.mkdir(parents=True, exist_ok=True)
+    spec = {"bootstrap": ctx.bootstrap, "topic": topic, "group": group,
+            "state_dir": str(run_dir / "state"), "guarantee": "at_least_once",
+            "messages": messages, "partitions": partitions, "commit_interval": ctx.commit_s,
+            "settings": settings or {}}
+    child, out = _peer(ctx, "faust", "count", spec, run_dir, "run")
+    result: dict[str, Any] = {"system": "faust", "guarantee": "at-least-once", "group": group,
+                              "spec": spec, "messages": messages}
+    result.update(_child_fields(child))
+    if not out or out.get("processed") != messages:
+        return {**result, "ok": False,
+                "error": f"exit {child.returncode}, processed {out.get('processed')}: "
+                         f"{child.tail()}"}
+    end = out.get("stopped") or out["ended"]
+    result.update(_rates(messages, child.started, out.get("first_message"), end))
+    result["last_message_s"] = ((out["last_message"] - out["first_message"])
+                                if out.get("last_message") and out.get("first_message")
+                                else None)
+    d_child, d_out = _peer(ctx, "faust", "dump", spec, run_dir, "dump")
+    if d_child.returncode != 0 or "counts" not in d_out:
+        return {**result, "ok": False, "error": f"faust dump failed: {d_child.tail()}"}
+    result.update(compare(d_out["counts"], reference))
+    result["ok"] = True
+    return result
+
+
+def cleanup_dirs(work: Path) -> None:
+    """Remove the run directories' RocksDB state (keeps logs and configs)."""
+    for state in work.glob("*/state"):
+        shutil.rmtree(state, ignore_errors=True)
+
+
+def env_without_venv() -> dict[str, str]:
+    """The environment minus this virtualenv, so ``python3`` is the system interpreter."""
+    env = dict(os.environ)
+    venv = env.pop("VIRTUAL_ENV", None)
+    if venv:
+        env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
+                                      if not p.startswith(venv))
+    return env
