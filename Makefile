@@ -45,5 +45,9 @@ lint: $(STAMP)
 bench: kafka-up
 	$(BIN)/python -m benchmarks.run
 
+# The harness end to end on a tiny input (also part of make test).
+bench-smoke: kafka-jars
+	$(BIN)/pytest -q tests/bench
+
 clean:
 	rm -rf $(VENV) state build *.egg-info .pytest_cache .mypy_cache .ruff_cache

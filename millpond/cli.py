@@ -242,10 +242,13 @@ def store() -> None:
 store_option = click.option("--store", "store_name", required=True, help="The store's name.")
 
 
-def _emit(rows: Any) -> None:
+def _emit(rows: Any, raw: bool = False) -> None:
+    import base64
     import json
 
     for partition, key, value in rows:
+        if raw:  # the format `millpond spark audit --state FILE` reads
+            key, value = (base64.b64encode(x).decode() for x in (key, value))
         click.echo(json.dumps({"partition": partition, "key": key, "value": value},
                               default=repr, sort_keys=True))
 
@@ -270,12 +273,15 @@ def store_get(config_path: Path, overrides: tuple[str, ...], store_name: str, pa
 @store_option
 @click.option("--partition", "partitions", type=int, multiple=True,
               help="Only this partition (repeatable; default: all).")
+@click.option("--raw", is_flag=True,
+              help="Base64 key and value bytes (the dump file `millpond spark audit` reads).")
 def store_dump(config_path: Path, overrides: tuple[str, ...], store_name: str,
-               partitions: tuple[int, ...]) -> None:
+               partitions: tuple[int, ...], raw: bool) -> None:
     """Print every entry, in key order per partition."""
     from millpond.tasks import offline
 
-    _emit(offline.read_store(_job(config_path, overrides), store_name, list(partitions) or None))
+    _emit(offline.read_store(_job(config_path, overrides), store_name, list(partitions) or None,
+                             raw=raw), raw)
 
 
 @store.command("range")

@@ -200,11 +200,16 @@ def describe(job: Job, store: str | None = None) -> tuple[list[PartitionInfo], d
 
 def read_store(
     job: Job, store: str, partitions: list[int] | None = None, keys: list[str] | None = None,
-    start: str | None = None, end: str | None = None,
+    start: str | None = None, end: str | None = None, raw: bool = False,
 ) -> Iterator[tuple[int, Any, Any]]:
-    """Yield (partition, key, value) of a stopped job's local store, decoded with its serdes."""
+    """Yield (partition, key, value) of a stopped job's local store, decoded with its serdes
+    (or as raw bytes with ``raw``)."""
     cfg = job.store(store)
     key_serde, msg_serde = serdes_for(job.config, cfg)
+    if raw:
+        from millpond.serdes.builtins import BytesSerde
+
+        msg_serde = BytesSerde()
     parts = partitions if partitions is not None else job.partitions(cfg)
     for p in parts:
         live = local.store_dir(job.config.job.logged_store_base_dir, job.config.job.name,
@@ -233,7 +238,7 @@ def read_store(
                 it = engine.all()
             with it:
                 for k, v in it:
-                    yield p, key_serde.from_bytes(k), msg_serde.from_bytes(v)
+                    yield p, k if raw else key_serde.from_bytes(k), msg_serde.from_bytes(v)
         finally:
             engine.close()
             lock.release()
