@@ -90,7 +90,9 @@ def main(argv: list[str] | None = None) -> int:
         f"systems.kafka.bootstrap.servers={args.bootstrap}\n"
         f"stores.{STORE}.factory=rocksdb\n"
         f"stores.{STORE}.key.serde=string\n"
-        f"stores.{STORE}.msg.serde=json\n",
+        f"stores.{STORE}.msg.serde=json\n"
+        f"stores.{STORE}.changelog=kafka.{job}-1-{STORE}-changelog\n"
+        "task.processing.guarantee=at-least-once\n",
         source="<benchmark>",
     ))
     topic = f"{job}-1-{STORE}-changelog"
@@ -112,6 +114,14 @@ def main(argv: list[str] | None = None) -> int:
         result = rebuild(config, STORE, work / "out", rocksdb_dirs=args.rocksdb_dirs,
                          spark=spark)
         spark.stop()
+        # Beside it: the single-process `millpond restore --full` of the same changelog.
+        from millpond.tasks import offline
+
+        print("restoring the same changelog with millpond restore --full ...", file=sys.stderr)
+        began = time.monotonic()
+        restored = offline.restore(offline.Job(config), STORE, full=True)
+        restore_s = time.monotonic() - began
+        restore_records = sum(s.records for s in restored)
     finally:
         if not args.keep_topic:
             admin.delete_topics([topic])[topic].result(60)
@@ -130,6 +140,9 @@ def main(argv: list[str] | None = None) -> int:
         "rebuild_seconds": round(result.seconds, 2),
         "records_per_second": round(result.records_per_second),
         "spark_startup_seconds": round(startup_s, 2),
+        "millpond_restore_records": restore_records,
+        "millpond_restore_seconds": round(restore_s, 2),
+        "millpond_restore_records_per_second": round(restore_records / restore_s),
         "produce_records_per_second": round(args.records / produce_s),
         "cpus": os.cpu_count(),
         "python": platform.python_version(),

@@ -57,7 +57,7 @@ def test_random_sigkills(
     done_early = False
     for _ in range(kills):
         proc = start_job(conf, "--bounded")
-        time.sleep(rng.uniform(1.0, 4.0 if full else 2.5))
+        time.sleep(rng.uniform(1.0, 3.0 if full else 2.5))
         if proc.poll() is not None:
             done_early = True
             break
