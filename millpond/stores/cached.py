@@ -101,24 +101,18 @@ class CachedStore:
         """Cache ``value`` as dirty; it reaches the inner store at the next write-down."""
         if type(key) is not bytes or type(value) is not bytes or self._closed:
             raise self._rejected("put", key, value)
-        cache = self._cache
-        cache[key] = value
-        self._touch(key)
-        dirty = self._dirty
-        dirty[key] = None
-        if len(dirty) >= self.write_batch_size:
-            self._write_dirty()
-        if len(cache) > self.cache_size:
-            old_key, old_value = cache.popitem(last=False)
-            if old_key in dirty:
-                self._evict_dirty(old_key, old_value)
+        self._set_dirty(key, value)
 
     def delete(self, key: bytes) -> None:
         """Cache a dirty None: get() sees the delete at once, the inner store at write-down."""
         if type(key) is not bytes or self._closed:
             raise self._rejected("delete", key)
+        self._set_dirty(key, None)
+
+    def _set_dirty(self, key: bytes, value: bytes | None) -> None:
+        """Cache a dirty entry; write down a full batch, and a dirty entry evicted by LRU."""
         cache = self._cache
-        cache[key] = None
+        cache[key] = value
         self._touch(key)
         dirty = self._dirty
         dirty[key] = None
