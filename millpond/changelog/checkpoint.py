@@ -4,7 +4,10 @@ A checkpoint records, per task, the next input offset of each input partition an
 last changelog offset of each store. It is kept in two places:
 
 * the job's compacted checkpoint topic (``__millpond_checkpoint_<job>_<id>``), keyed by
-  task name, which is the source of truth for input offsets and restore targets;
+  task name, which is the source of truth for input offsets and restore targets. It has
+  one partition per task, task N writing partition N, so under exactly-once a dead
+  task's open transaction only holds back its own checkpoints (which its successor's
+  ``init_transactions`` aborts), never the committed checkpoints of other tasks;
 * an ``OFFSET`` file inside each local store directory, saying which changelog offset
   the store's content reflects (written to a temp file, fsynced, renamed).
 """
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -116,20 +120,28 @@ def clear_offset_file(store_dir: Path) -> None:
         pass
 
 
-def read_checkpoints(consumer: Any, topic: str) -> dict[str, Checkpoint]:
-    """The latest checkpoint of every task in the job's checkpoint topic (empty if none)."""
+def read_checkpoints(
+    consumer: Any, topic: str, partitions: Iterable[int] | None = None
+) -> dict[str, Checkpoint]:
+    """The latest checkpoint of every task in the job's checkpoint topic (empty if none),
+    reading only ``partitions`` (the tasks' own) when given."""
     from confluent_kafka import TopicPartition
 
     from millpond.changelog.restore import read_range
 
-    low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
+    if partitions is None:
+        md = consumer.list_topics(topic, timeout=30).topics.get(topic)
+        partitions = sorted(md.partitions) if md is not None and md.error is None else []
     latest: dict[str, Checkpoint] = {}
-    for batch in read_range(consumer, topic, 0, int(low), int(high)):
-        for msg in batch:
-            key = (msg.key() or b"").decode()
-            value = msg.value()
-            if value is None:
-                latest.pop(key, None)
-            else:
-                latest[key] = Checkpoint.from_bytes(value, f"{topic}[0]@{msg.offset()} (key {key})")
+    for p in partitions:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+        for batch in read_range(consumer, topic, p, int(low), int(high)):
+            for msg in batch:
+                key = (msg.key() or b"").decode()
+                value = msg.value()
+                if value is None:
+                    latest.pop(key, None)
+                else:
+                    latest[key] = Checkpoint.from_bytes(
+                        value, f"{topic}[{p}]@{msg.offset()} (key {key})")
     return latest

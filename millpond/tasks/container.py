@@ -148,7 +148,7 @@ class Container:
             if cfg.changelog is not None:
                 admin.ensure_compacted(store_topic(self.config, cfg), self.partition_count,
                                        cfg.changelog_replication_factor, cfg.changelog_topic_config)
-        admin.ensure_compacted(self.checkpoint_topic, 1, what="checkpoint")
+        admin.ensure_compacted(self.checkpoint_topic, self.partition_count, what="checkpoint")
         if self.dlq_topic:
             admin.ensure_topic(self.dlq_topic, self.partition_count)
 
@@ -212,7 +212,7 @@ class Container:
     def _open_task(self, partition: int) -> None:
         assert self.consumer is not None and self.restore_consumer is not None
         producer = self._task_producer(partition)
-        checkpoints = read_checkpoints(self.restore_consumer, self.checkpoint_topic)
+        checkpoints = read_checkpoints(self.restore_consumer, self.checkpoint_topic, [partition])
         ckpt = checkpoints.get(task_name(partition))
         began = time.monotonic()
         storage = TaskStorage.open(
@@ -321,7 +321,8 @@ class Container:
         producer.flush_and_check()
         crash_point("after-changelog-delivered")
         for t in tasks:
-            producer.send(self.checkpoint_topic, 0, t.name.encode(), t.checkpoint().to_bytes())
+            producer.send(self.checkpoint_topic, t.partition, t.name.encode(),
+                          t.checkpoint().to_bytes())
         producer.flush_and_check()
         crash_point("after-checkpoint-topic")
         offsets = self._offsets(tasks)
@@ -344,7 +345,8 @@ class Container:
         try:
             producer.flush_and_check()
             crash_point("after-changelog-delivered")
-            producer.send(self.checkpoint_topic, 0, t.name.encode(), t.checkpoint().to_bytes())
+            producer.send(self.checkpoint_topic, t.partition, t.name.encode(),
+                          t.checkpoint().to_bytes())
             crash_point("after-checkpoint-topic")
             offsets = self._offsets([t])
             if offsets:

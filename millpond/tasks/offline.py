@@ -132,9 +132,10 @@ def set_checkpoint(job: Job, partition: int, inputs: dict[str, int]) -> Checkpoi
     ckpt = Checkpoint(task_name(partition), partition,
                       {**(current.inputs if current else {}), **inputs},
                       dict(current.changelogs) if current else {})
-    job.admin.ensure_compacted(job.checkpoint_topic, 1, what="checkpoint")
+    job.admin.ensure_compacted(job.checkpoint_topic, len(job.partitions_of_inputs()),
+                               what="checkpoint")
     producer = TrackedProducer(job.producer_conf)
-    producer.send(job.checkpoint_topic, 0, ckpt.task.encode(), ckpt.to_bytes())
+    producer.send(job.checkpoint_topic, partition, ckpt.task.encode(), ckpt.to_bytes())
     producer.flush_and_check()
     return ckpt
 
@@ -185,10 +186,7 @@ def describe(job: Job, store: str | None = None) -> tuple[list[PartitionInfo], d
                 low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
                 live = local.store_dir(job.config.job.logged_store_base_dir,
                                        job.config.job.name, cfg.name, p)
-                try:
-                    so = read_offset_file(live)
-                except CheckpointError:
-                    so = None
+                so = read_offset_file_quiet(live)
                 ckpt = checkpoints.get(task_name(p))
                 rows.append(PartitionInfo(cfg.name, topic, p, int(low), int(high),
                                           so.offset if so else None,
@@ -326,6 +324,6 @@ def reseed_from_local(job: Job, store: str | None = None) -> dict[str, int]:
             ckpt.changelogs[cfg.name] = offset
             updated[p] = ckpt
     for ckpt in updated.values():
-        producer.send(job.checkpoint_topic, 0, ckpt.task.encode(), ckpt.to_bytes())
+        producer.send(job.checkpoint_topic, ckpt.partition, ckpt.task.encode(), ckpt.to_bytes())
     producer.flush_and_check()
     return written
