@@ -77,6 +77,9 @@ def restore_consumer(base: Mapping[str, Any], isolation: str) -> Consumer:
         "max.partition.fetch.bytes": 8 * 1024 * 1024,
         "queued.max.messages.kbytes": 16 * 1024,
         "fetch.wait.max.ms": 50,
+        # librdkafka waits this long to fetch again once the queue above is full; its 1 s
+        # default stalls a consumer that drains the queue in well under a second.
+        "fetch.queue.backoff.ms": 20,
     }
     conf.update(base)
     conf["isolation.level"] = isolation

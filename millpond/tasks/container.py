@@ -396,6 +396,8 @@ class Container:
         self._check_topics()
         self.restore_consumer = restore_consumer(self.consumer_conf, self.guarantee.isolation)
         conf = {
+            # librdkafka's 1 s default pause after a full fetch queue starves a fast loop.
+            "fetch.queue.backoff.ms": 20,
             **self.consumer_conf, "group.id": self.group_id,
             "partition.assignment.strategy": "cooperative-sticky",
             "enable.auto.commit": False, "auto.offset.reset": "earliest",
