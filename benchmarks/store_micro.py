@@ -5,7 +5,7 @@ i.e. Samza's). Keys are distinct strings visited in a shuffled order; values are
 Raw rocksdict gets pre-encoded bytes keys; the millpond store gets str keys (string serde) and
 bytes values (bytes serde), so its figures include serialization and the cache layer.
 
-    .venv/bin/python benchmarks/store_micro.py --ops 1000000 --value-size 100 --json-out out.json
+    .venv/bin/python -m benchmarks.store_micro --ops 1000000 --value-size 100 --json-out out.json
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import argparse
 import dataclasses
 import json
 import os
-import platform
 import random
 import sys
 import tempfile
@@ -25,18 +24,9 @@ from typing import Any
 
 from rocksdict import Rdict
 
+from benchmarks.common import cpu_model
 from millpond.serdes import BytesSerde, StringSerde
 from millpond.stores import RocksDbEngine, RocksDbOptions, build_store
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def _rate(ops: int, fn: Callable[[], None]) -> tuple[float, float]:
@@ -161,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = [("raw rocksdict", raw), ("millpond serialized+cached", ours)]
     print(
         f"{args.ops:,} ops, {args.value_size}-byte values, {args.order} keys, 1 thread, "
-        f"best of {args.repeat}, {_cpu_model()} ({os.cpu_count()} CPUs)"
+        f"best of {args.repeat}, {cpu_model()} ({os.cpu_count()} CPUs)"
     )
     print(f"{'':28} {'put/s':>12} {'put+flush/s':>12} {'get/s':>12}")
     for label, r in rows:
@@ -183,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
             "write_batch_size": args.write_batch_size,
             "order": args.order,
             "seed": args.seed,
-            "cpu_model": _cpu_model(),
+            "cpu_model": cpu_model(),
             "nproc": os.cpu_count(),
             "python": sys.version.split()[0],
             "repeat": args.repeat,

@@ -25,6 +25,12 @@ class _Main(click.Group):
 @click.version_option(__version__, prog_name="millpond")
 def main() -> None:
     """Samza-style stateful stream processing: RocksDB stores with Kafka changelogs."""
+    import warnings
+
+    from millpond.changelog.recovery import RecoveryWarning
+
+    # Recovery problems are also logged; the warning is for library callers, not a 2nd line.
+    warnings.filterwarnings("ignore", category=RecoveryWarning)
 
 
 def _load_config(path: Path, overrides: tuple[str, ...]) -> Any:
