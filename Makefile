@@ -43,7 +43,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 bench: kafka-up
-	$(BIN)/python -m benchmarks.run
+	$(BIN)/python -m benchmarks.run $(BENCH_ARGS)
 
 # The harness end to end on a tiny input (also part of make test).
 bench-smoke: kafka-jars

@@ -157,6 +157,22 @@ def load_average() -> list[float]:
         return []
 
 
+def cpu_ticks() -> tuple[int, int]:
+    """(steal, total) CPU ticks since boot from /proc/stat; (0, 0) where unavailable."""
+    try:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return 0, 0
+    steal = fields[7] if len(fields) > 7 else 0
+    return steal, sum(fields[:8])
+
+
+def steal_percent(start: tuple[int, int], end: tuple[int, int]) -> float | None:
+    """Share of CPU time the hypervisor gave to other guests between two cpu_ticks()."""
+    total = end[1] - start[1]
+    return round(100.0 * (end[0] - start[0]) / total, 1) if total > 0 else None
+
+
 def venv_python(name: str) -> Path:
     return VENVS / name / "bin" / "python"
 

@@ -110,6 +110,12 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     if big:
         add("restore >= 100 MB/s, synthetic 1 KB values (key+value bytes)",
             _med(big.get("mb_per_s")), 100.0, "MB/s", spread=big.get("mb_per_s"))
+    scaling = (results.get("restore_scaling") or {}).get("result") or {}
+    if scaling.get("runs"):
+        add(f"restore peak RSS not growing with changelog size (max / min peak RSS over "
+            f"{scaling['sizes'][0]:,} to {scaling['sizes'][-1]:,} records)",
+            scaling["rss_growth"], 1.2, "x", "restore_scaling.py; 1.2x allows noise",
+            higher_is_better=False)
     if m_rs:
         add("restore >= 500k records/s (count changelog)", _med(m_rs.get("records_per_s")),
             500_000, "records/s", spread=m_rs.get("records_per_s"))
@@ -172,7 +178,8 @@ def markdown(results: dict[str, Any]) -> str:
         "",
         f"- Machine: {m['nproc']} CPUs ({m['cpu_model']}), {m['ram_gib']} GiB RAM, Linux "
         f"{m.get('kernel', '')}; load average at start {m.get('load_average_start')}, at end "
-        f"{m.get('load_average_end')} (the machine was shared with other work).",
+        f"{m.get('load_average_end')}; CPU steal during the run "
+        f"{m.get('cpu_steal_percent', '?')}% (time the hypervisor gave other guests).",
         f"- Versions: Python {v.get('python')}, Apache Kafka {v.get('kafka_broker')} (local "
         f"KRaft broker, `millpond dev kafka`), librdkafka {v.get('librdkafka')} "
         f"(confluent-kafka {v.get('confluent_kafka')}), rocksdict {v.get('rocksdict')}, "
@@ -262,6 +269,13 @@ def markdown(results: dict[str, Any]) -> str:
                           "incl. start-up" + ("; Quix: group join + recovery"
                                               if system == "quix" else "")))
         lines.append(_row("  ↳ peak RSS", entry.get("maxrss_mb"), "MB", "restoring process"))
+
+    scaling = (results.get("restore_scaling") or {}).get("result") or {}
+    for run in scaling.get("runs") or []:
+        lines.append(f"| restore of {run['records']:,} records (~{run['bytes'] / run['records']:.0f} B)"
+                     f" | {_fmt(run['maxrss_mb'])} | | | 1 | MB peak RSS | "
+                     f"{_fmt(run['records_per_s'])} records/s, {_fmt(run['mb_per_s'])} MB/s; "
+                     "restore_scaling.py |")
 
     mp = store.get("millpond") or {}
     if mp:

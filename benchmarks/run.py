@@ -31,9 +31,11 @@ from benchmarks.common import (
     REPO,
     VENVS,
     cpu_model,
+    cpu_ticks,
     load_average,
     pip_version,
     ram_gib,
+    steal_percent,
     summarize,
     venv_python,
     write_json,
@@ -43,9 +45,10 @@ WORKLOADS = ("limits", "count", "restore", "store", "spark")
 ALL_SYSTEMS = ("millpond", "quix", "faust")
 
 FULL = {"messages": 2_000_000, "users": 100_000, "faust_messages": 30_000,
-        "store_ops": 1_000_000, "spark_records": 500_000, "large_records": 200_000}
+        "store_ops": 1_000_000, "spark_records": 500_000, "large_records": 200_000,
+        "restore_sizes": "2000000,4000000,8000000"}
 QUICK = {"messages": 20_000, "users": 2_000, "faust_messages": 5_000, "store_ops": 20_000,
-         "spark_records": 20_000, "large_records": 5_000}
+         "spark_records": 20_000, "large_records": 5_000, "restore_sizes": "5000,20000"}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -62,8 +65,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--users", type=int, help="distinct user ids (default 100k; --quick 2k)")
     p.add_argument("--partitions", type=int, default=4, help="input partitions (default 4)")
     p.add_argument("--peer-runs", type=int,
-                   help="runs of each Quix Streams count (default 1: ~3 min each at 2M; "
-                        "--quick: --runs)")
+                   help="runs of each Quix Streams count (default: --runs; ~3 min each at 2M)")
     p.add_argument("--faust-messages", type=int,
                    help="Faust counts a scaled-down topic of this many messages (same generator "
                         "and messages per user; default 30k: it runs at ~1k msg/s); millpond "
@@ -79,6 +81,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--large-records", type=int,
                    help="records of the synthetic 1 KB-value changelog restored for the MB/s "
                         "figure (default 200k; --quick 5k; 0 = skip)")
+    p.add_argument("--restore-sizes",
+                   help="changelog sizes (records, comma-separated) whose restores' peak RSS is "
+                        "compared (default 2M,4M,8M; --quick 5k,20k; empty = skip)")
     p.add_argument("--spark-records", type=int,
                    help="changelog records of the Spark rebuild (default 500k; --quick 20k)")
     p.add_argument("--spark-runs", type=int, help="runs of the Spark rebuild (default: --runs)")
@@ -103,7 +108,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         if getattr(args, key) is None:
             setattr(args, key, value)
     if args.peer_runs is None:
-        args.peer_runs = args.runs if args.quick else 1
+        args.peer_runs = args.runs
     args.faust_runs = args.faust_runs if args.faust_runs is not None else args.runs
     args.spark_runs = args.spark_runs if args.spark_runs is not None else args.runs
     if args.runs < 1:
@@ -151,7 +156,8 @@ def machine() -> dict[str, Any]:
     import platform
 
     return {"nproc": os.cpu_count(), "cpu_model": cpu_model(), "ram_gib": round(ram_gib(), 1),
-            "kernel": platform.release(), "load_average_start": load_average()}
+            "kernel": platform.release(), "load_average_start": load_average(),
+            "cpu_ticks_start": cpu_ticks()}
 
 
 # ---- workloads -------------------------------------------------------------------------------
@@ -437,6 +443,11 @@ class Bench:
                 self._say_run("quix recovery", res)
         if "millpond" in a.system_list and a.large_records > 0:
             runs["millpond restore --full (1 KB values)"] = self.restore_large(changelogs)
+        if "millpond" in a.system_list and a.restore_sizes:
+            got = self._script("restore_scaling", {"--bootstrap": a.bootstrap,
+                                                   "--sizes": a.restore_sizes}, timeout=3600)
+            if got is not None:
+                self.results["restore_scaling"] = got
         self.results["restore"] = {key: self._summarize_runs(rs) for key, rs in runs.items()}
         self.results["restore_changelogs"] = changelogs
         for key, rs in runs.items():
@@ -563,7 +574,10 @@ class Bench:
                     self.results.setdefault("workload_seconds", {})[w] = round(
                         time.time() - began, 1)
         finally:
-            self.results["meta"]["machine"]["load_average_end"] = load_average()
+            machine = self.results["meta"]["machine"]
+            machine["load_average_end"] = load_average()
+            machine["cpu_steal_percent"] = steal_percent(machine.pop("cpu_ticks_start"),
+                                                         cpu_ticks())
             if not a.keep:
                 self.cleanup()
         return self.results

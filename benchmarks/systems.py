@@ -156,12 +156,7 @@ def millpond_restore(ctx: Ctx, config: Path, tag: str, reference: dict[str, Any]
     result.update(_child_fields(child))
     if child.returncode != 0:
         return {**result, "ok": False, "error": f"exit {child.returncode}: {child.tail()}"}
-    rows = []
-    for line in child.stdout.splitlines()[1:]:
-        parts = line.split()
-        if len(parts) >= 8:
-            rows.append({"store": parts[0], "partition": int(parts[1]), "records": int(parts[2]),
-                         "value_bytes": int(parts[3]), "seconds": float(parts[4])})
+    rows = restore_rows(child.stdout)
     records = sum(r["records"] for r in rows)
     restore_s = sum(r["seconds"] for r in rows)
     result.update({"partitions": rows, "records": records, "restore_s": restore_s,
@@ -171,6 +166,17 @@ def millpond_restore(ctx: Ctx, config: Path, tag: str, reference: dict[str, Any]
     result.update(compare(millpond_dump(config, run_dir), reference))
     result["ok"] = True
     return result
+
+
+def restore_rows(stdout: str) -> list[dict[str, Any]]:
+    """The per store-partition rows of ``millpond restore``'s table."""
+    rows = []
+    for line in stdout.splitlines()[1:]:
+        parts = line.split()
+        if len(parts) >= 8:
+            rows.append({"store": parts[0], "partition": int(parts[1]), "records": int(parts[2]),
+                         "value_bytes": int(parts[3]), "seconds": float(parts[4])})
+    return rows
 
 
 def _child_fields(child: Child) -> dict[str, Any]:

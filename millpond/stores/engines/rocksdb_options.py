@@ -9,6 +9,8 @@ default). Unlike Samza, an unknown value is an error rather than a silent fallba
 One millpond extension: rocksdb.bloom.filter.bits.per.key (default 10, 0 = off). Samza sets no
 bloom filter; with one, a point lookup skips the sorted runs that cannot hold the key, which
 roughly doubles random get throughput under universal compaction for ~1.25 bytes per key.
+The same setting gives the memtable a whole-key bloom filter, so a get of a key not written
+since the last flush skips the memtable's skiplist search.
 """
 
 from __future__ import annotations
@@ -135,6 +137,11 @@ class RocksDbOptions:
         if self.bloom_bits_per_key:
             table.set_bloom_filter(self.bloom_bits_per_key, False)
         opts.set_block_based_table_factory(table)
+        if self.bloom_bits_per_key:
+            # The memtable gets a whole-key bloom filter too (10% of the write buffer): a get
+            # of a key not written since the last flush skips the skiplist search.
+            opts.set_memtable_whole_key_filtering(True)
+            opts.set_memtable_prefix_bloom_ratio(0.1)
         return opts
 
     def access_type(self) -> AccessType:
