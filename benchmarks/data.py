@@ -17,6 +17,8 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from millpond.changelog.restore import FETCH_QUEUE_BACKOFF_MS
+
 PRODUCER_CONF: dict[str, Any] = {"linger.ms": 20, "batch.size": 1_000_000,
                                  "queue.buffering.max.messages": 1_000_000,
                                  "queue.buffering.max.kbytes": 1_048_576,
@@ -123,9 +125,9 @@ def consume_all(bootstrap: str, topic: str, *, decode_json: bool = False,
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-raw-{uuid.uuid4().hex}",
                          "enable.auto.commit": False, "enable.partition.eof": True,
                          "isolation.level": isolation,
-                         # librdkafka's 1 s default pause once its fetch queue is full would cap
-                         # this "ceiling" at ~160k msg/s here; millpond's consumers use 20 ms too.
-                         "fetch.queue.backoff.ms": 20})
+                         # As millpond's consumers: librdkafka's 1 s default would cap this
+                         # "ceiling" at ~160k msg/s here.
+                         "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS})
     md = consumer.list_topics(topic, timeout=30).topics[topic]
     parts = [TopicPartition(topic, p, 0) for p in md.partitions]
     remaining = {p.partition for p in parts}

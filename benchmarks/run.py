@@ -342,12 +342,17 @@ class Bench:
                     runs.setdefault(key, []).append(res)
                     self._say_run(key, res)
         self.results["count"] = {key: self._summarize_runs(rs) for key, rs in runs.items()}
+        self._report_bad_runs("count", runs)
+
+    def _report_bad_runs(self, workload: str, runs: dict[str, list[dict[str, Any]]]) -> None:
+        """A problem line for every run that failed or whose result is wrong."""
         for key, rs in runs.items():
             for i, res in enumerate(rs):
                 if not res.get("ok"):
-                    self.problem(f"count {key} run {i + 1} failed: {str(res.get('error'))[:800]}")
+                    self.problem(f"{workload} {key} run {i + 1} failed: "
+                                 f"{str(res.get('error'))[:800]}")
                 elif not res.get("correct"):
-                    self.problem(f"count {key} run {i + 1} is WRONG: {res.get('examples')}")
+                    self.problem(f"{workload} {key} run {i + 1} is WRONG: {res.get('examples')}")
 
     def _say_run(self, key: str, res: dict[str, Any]) -> None:
         if not res.get("ok"):
@@ -450,12 +455,7 @@ class Bench:
                 self.results["restore_scaling"] = got
         self.results["restore"] = {key: self._summarize_runs(rs) for key, rs in runs.items()}
         self.results["restore_changelogs"] = changelogs
-        for key, rs in runs.items():
-            for i, res in enumerate(rs):
-                if not res.get("ok"):
-                    self.problem(f"restore {key} run {i + 1} failed: {str(res.get('error'))[:800]}")
-                elif not res.get("correct"):
-                    self.problem(f"restore {key} run {i + 1} is WRONG: {res.get('examples')}")
+        self._report_bad_runs("restore", runs)
 
     def restore_large(self, changelogs: dict[str, Any]) -> list[dict[str, Any]]:
         """`millpond restore --full` of a synthetic changelog with 1 KB values (MB/s figure)."""

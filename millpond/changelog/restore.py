@@ -20,6 +20,10 @@ log = logging.getLogger(__name__)
 
 BATCH = 20_000
 PROGRESS_EVERY_S = 3.0
+# librdkafka waits fetch.queue.backoff.ms to fetch again once a partition's prefetch queue is
+# full; its 1 s default idles any consumer that drains the queue in well under a second. Every
+# millpond consumer (restore and the job's input consumer) uses this instead.
+FETCH_QUEUE_BACKOFF_MS = 20
 
 
 @dataclass
@@ -77,9 +81,7 @@ def restore_consumer(base: Mapping[str, Any], isolation: str) -> Consumer:
         "max.partition.fetch.bytes": 8 * 1024 * 1024,
         "queued.max.messages.kbytes": 16 * 1024,
         "fetch.wait.max.ms": 50,
-        # librdkafka waits this long to fetch again once the queue above is full; its 1 s
-        # default stalls a consumer that drains the queue in well under a second.
-        "fetch.queue.backoff.ms": 20,
+        "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS,
     }
     conf.update(base)
     conf["isolation.level"] = isolation

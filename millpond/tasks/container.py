@@ -32,7 +32,11 @@ from millpond.changelog.admin import TopicAdmin
 from millpond.changelog.checkpoint import checkpoint_topic, read_checkpoints, task_name
 from millpond.changelog.guarantees import Guarantee
 from millpond.changelog.producer import TrackedProducer, log_client_error
-from millpond.changelog.restore import RestoreListener, restore_consumer
+from millpond.changelog.restore import (
+    FETCH_QUEUE_BACKOFF_MS,
+    RestoreListener,
+    restore_consumer,
+)
 from millpond.config import Config, StreamRef
 from millpond.serdes import build_serde
 from millpond.tasks.api import StreamTask, TaskContext
@@ -396,8 +400,7 @@ class Container:
         self._check_topics()
         self.restore_consumer = restore_consumer(self.consumer_conf, self.guarantee.isolation)
         conf = {
-            # librdkafka's 1 s default pause after a full fetch queue starves a fast loop.
-            "fetch.queue.backoff.ms": 20,
+            "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS,
             **self.consumer_conf, "group.id": self.group_id,
             "partition.assignment.strategy": "cooperative-sticky",
             "enable.auto.commit": False, "auto.offset.reset": "earliest",
