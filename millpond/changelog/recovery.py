@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import logging
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Generator
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from millpond.changelog import local
 from millpond.changelog.checkpoint import (
     NO_OFFSET,
     StoreOffset,
+    clear_offset_file,
     read_offset_file,
     write_offset_file,
 )
@@ -28,10 +30,12 @@ from millpond.changelog.errors import ChangelogLostError, CheckpointError
 from millpond.changelog.guarantees import Guarantee
 from millpond.changelog.producer import TrackedProducer
 from millpond.changelog.restore import (
+    BATCH,
     RestoreListener,
     RestoreStats,
-    keys_in_range,
-    restore_partition,
+    read_range,
+    restore_steps,
+    run_steps,
 )
 
 log = logging.getLogger(__name__)
@@ -93,7 +97,34 @@ def recover_store(
 
     ``live`` is the store directory (None for in-memory engines); ``checkpointed`` is the
     changelog offset in the job's last checkpoint (None if there is none). Returns the
-    opened engine and what was done.
+    opened engine and what was done. :func:`recover_store_steps` without the pauses.
+    """
+    return run_steps(recover_store_steps(
+        store=store, live=live, open_engine=open_engine, topic=topic, partition=partition,
+        guarantee=guarantee, checkpointed=checkpointed, consumer=consumer, producer=producer,
+        listener=listener))
+
+
+def recover_store_steps(
+    *,
+    store: str,
+    live: Path | None,
+    open_engine: Callable[[], Any],
+    topic: str,
+    partition: int,
+    guarantee: Guarantee,
+    checkpointed: int | None,
+    consumer: Consumer,
+    producer: TrackedProducer | None,
+    listener: RestoreListener | None = None,
+) -> Generator[RestoreStats, None, tuple[Any, RecoveryResult]]:
+    """:func:`recover_store` in steps: yields the restore's stats after each restored batch
+    (and during the trim), returns ``(engine, result)`` as ``StopIteration.value``.
+
+    Closing the generator early (or any error) closes the engine it opened and unassigns
+    ``consumer``. The live directory's ``OFFSET`` is removed before anything is replayed
+    into it and written only once the restore (and trim) is complete, so an interrupted
+    recovery never leaves a directory a later recovery would take as clean.
     """
     tp = TopicPartition(topic, partition)
     low, high = (int(x) for x in consumer.get_watermark_offsets(tp, timeout=30))
@@ -123,6 +154,9 @@ def recover_store(
                 start = start_offset + 1
         if start is None:
             local.wipe(live)
+        # From here the directory holds writes its OFFSET does not describe until it is
+        # rewritten below (the checkpoint directory keeps its own OFFSET).
+        clear_offset_file(live)
     full = start is None
     begin = low if start is None else max(start, low)
     try:
@@ -134,18 +168,33 @@ def recover_store(
         local.wipe(live)
         engine = open_engine()
         full, begin = True, low
-    stats = RestoreStats(store, topic, partition, begin, end, full=full)
-    restore_partition(engine, consumer, stats, listener)
-    offset = end - 1 if end > 0 else NO_OFFSET
-    trimmed = 0
-    if guarantee.restores_to_checkpoint and high > end:
-        if producer is None:
-            raise ValueError("effectively-once recovery needs a producer to trim the changelog")
-        for key in sorted(keys_in_range(consumer, topic, partition, end, high)):
-            producer.send(topic, partition, key, engine.get(key))
-            trimmed += 1
-        log.info("store %s %s[%d]: re-wrote %d keys written after checkpoint offset %d",
-                 store, topic, partition, trimmed, end - 1)
-    if live is not None:
-        write_offset_file(live, StoreOffset(store, topic, partition, offset))
+    try:
+        stats = RestoreStats(store, topic, partition, begin, end, full=full)
+        yield from restore_steps(engine, consumer, stats, listener)
+        offset = end - 1 if end > 0 else NO_OFFSET
+        trimmed = 0
+        if guarantee.restores_to_checkpoint and high > end:
+            if producer is None:
+                raise ValueError("effectively-once recovery needs a producer to trim the changelog")
+            keys: set[bytes] = set()
+            with closing(read_range(consumer, topic, partition, end, high)) as batches:
+                for batch in batches:
+                    keys.update(m.key() for m in batch)  # type: ignore[misc]
+                    yield stats
+            for key in sorted(keys):
+                producer.send(topic, partition, key, engine.get(key))
+                trimmed += 1
+                if trimmed % BATCH == 0:
+                    yield stats
+            log.info("store %s %s[%d]: re-wrote %d keys written after checkpoint offset %d",
+                     store, topic, partition, trimmed, end - 1)
+        if live is not None:
+            write_offset_file(live, StoreOffset(store, topic, partition, offset))
+    except BaseException:
+        # The caller never receives the engine: close it (GeneratorExit included).
+        try:
+            engine.close()
+        except Exception as exc:
+            log.warning("closing store %s after an interrupted recovery: %s", store, exc)
+        raise
     return engine, RecoveryResult(stats, offset, trimmed)

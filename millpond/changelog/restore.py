@@ -2,21 +2,28 @@
 
 Reads in large batches and writes each batch with one WriteBatch and the WAL off; the
 engine is flushed at the end so a crash after restore cannot lose what was replayed.
+
+A restore runs in steps (:func:`restore_steps` yields after each batch) so a caller can
+keep polling its group consumer while a large store restores; :func:`restore_partition`
+runs it to the end.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Generator, Mapping
+from contextlib import closing
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
 from millpond.changelog.errors import ChangelogError
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 BATCH = 20_000
 PROGRESS_EVERY_S = 3.0
@@ -90,7 +97,7 @@ def restore_consumer(base: Mapping[str, Any], isolation: str) -> Consumer:
 
 def read_range(
     consumer: Consumer, topic: str, partition: int, start: int, end: int, timeout: float = 60.0
-) -> Iterator[list[Message]]:
+) -> Generator[list[Message], None, None]:
     """Yield batches of records of ``topic[partition]`` with ``start <= offset < end``.
 
     Compaction gaps and transaction markers are skipped; ``end`` must not be past the
@@ -145,33 +152,59 @@ def read_range(
         consumer.unassign()
 
 
-def restore_partition(
+def restore_steps(
     engine: Any, consumer: Consumer, stats: RestoreStats, listener: RestoreListener | None = None,
-) -> RestoreStats:
-    """Replay ``stats.topic[stats.partition]`` from ``start_offset`` to ``end_offset`` into ``engine``."""
+) -> Generator[RestoreStats, None, RestoreStats]:
+    """Replay ``stats.topic[stats.partition]`` from ``start_offset`` to ``end_offset`` into
+    ``engine``, yielding ``stats`` after each written batch (at most :data:`BATCH` records).
+
+    Returns ``stats`` (as ``StopIteration.value``) once the engine is flushed. Closing the
+    generator early unassigns ``consumer`` and leaves the engine open but not flushed: what
+    was written is not durable and no ``OFFSET`` describes it.
+    """
     listener = listener or NullListener()
     listener.on_restore_start(stats)
     began = last_log = time.monotonic()
     total = max(0, stats.end_offset - stats.start_offset)
     write_batch = engine.write_batch
-    for batch in read_range(consumer, stats.topic, stats.partition, stats.start_offset,
-                            stats.end_offset):
-        keys = list(map(Message.key, batch))
-        values = list(map(Message.value, batch))
-        write_batch(list(zip(keys, values, strict=True)), disable_wal=True)
-        stats.records += len(keys)
-        stats.bytes += sum(map(len, keys)) + sum(map(len, filter(None, values)))  # type: ignore[arg-type]
-        listener.on_batch_restored(stats)
-        now = time.monotonic()
-        if now - last_log >= PROGRESS_EVERY_S:
-            last_log = now
-            stats.seconds = now - began
-            log.info("restoring %s %s[%d]: %d / ~%d records (%.0f rec/s)", stats.store,
-                     stats.topic, stats.partition, stats.records, total, stats.records_per_s)
+    # closing(): an early close of this generator unassigns the consumer at once, not at GC.
+    with closing(read_range(consumer, stats.topic, stats.partition, stats.start_offset,
+                            stats.end_offset)) as batches:
+        for batch in batches:
+            keys = list(map(Message.key, batch))
+            values = list(map(Message.value, batch))
+            write_batch(list(zip(keys, values, strict=True)), disable_wal=True)
+            stats.records += len(keys)
+            stats.bytes += sum(map(len, keys)) + sum(map(len, filter(None, values)))  # type: ignore[arg-type]
+            listener.on_batch_restored(stats)
+            now = time.monotonic()
+            if now - last_log >= PROGRESS_EVERY_S:
+                last_log = now
+                stats.seconds = now - began
+                log.info("restoring %s %s[%d]: %d / ~%d records (%.0f rec/s)", stats.store,
+                         stats.topic, stats.partition, stats.records, total, stats.records_per_s)
+            yield stats
     engine.flush()
     stats.seconds = time.monotonic() - began
     listener.on_restore_end(stats)
     return stats
+
+
+def run_steps(steps: Generator[Any, None, T]) -> T:
+    """Drive a step generator to its end and return its value."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as stop:
+            return stop.value
+
+
+def restore_partition(
+    engine: Any, consumer: Consumer, stats: RestoreStats, listener: RestoreListener | None = None,
+) -> RestoreStats:
+    """Replay ``stats.topic[stats.partition]`` from ``start_offset`` to ``end_offset`` into
+    ``engine`` in one go (:func:`restore_steps` without the pauses)."""
+    return run_steps(restore_steps(engine, consumer, stats, listener))
 
 
 def keys_in_range(consumer: Consumer, topic: str, partition: int, start: int, end: int) -> set[bytes]:

@@ -1,0 +1,175 @@
+"""Recovery in steps against a real broker: a restore can be paused, and closed midway."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer
+
+from millpond.changelog import local, restore
+from millpond.changelog.checkpoint import StoreOffset, read_offset_file, write_offset_file
+from millpond.changelog.guarantees import Guarantee
+from millpond.changelog.producer import TrackedProducer
+from millpond.changelog.recovery import local_start, recover_store, recover_store_steps
+from millpond.changelog.restore import RestoreStats, restore_consumer
+from millpond.stores import RocksDbEngine
+from tests.kafka_util import create_topic
+
+pytestmark = pytest.mark.kafka
+
+SMALL_BATCH = 100
+
+
+@pytest.fixture(autouse=True)
+def small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Many restore steps out of a small changelog."""
+    monkeypatch.setattr(restore, "BATCH", SMALL_BATCH)
+
+
+@pytest.fixture
+def consumer(kafka_bootstrap: str) -> Iterator[Consumer]:
+    c = restore_consumer({"bootstrap.servers": kafka_bootstrap}, "read_uncommitted")
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+def _produce(bootstrap: str, topic: str, first: int, n: int, keys: int) -> dict[bytes, bytes]:
+    """Write records ``first..first+n-1`` (key ``k<i % keys>``); the last value of each key."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    latest: dict[bytes, bytes] = {}
+    for i in range(first, first + n):
+        key, value = f"k{i % keys}".encode(), f"v{i}".encode()
+        producer.produce(topic, key=key, value=value, partition=0)
+        latest[key] = value
+    assert producer.flush(30) == 0
+    return latest
+
+
+class Engines:
+    """``open_engine`` for recovery that remembers every engine it opened."""
+
+    def __init__(self, live: Path) -> None:
+        self.live = live
+        self.opened: list[RocksDbEngine] = []
+
+    def __call__(self) -> RocksDbEngine:
+        self.live.mkdir(parents=True, exist_ok=True)
+        engine = RocksDbEngine(self.live)
+        self.opened.append(engine)
+        return engine
+
+
+def _content(engine: Any) -> dict[bytes, bytes]:
+    with engine.all() as entries:
+        return dict(entries)
+
+
+def _args(live: Path, topic: str, consumer: Consumer, guarantee: Guarantee,
+          checkpointed: int | None, producer: TrackedProducer | None = None) -> dict[str, Any]:
+    return dict(store="counts", live=live, open_engine=Engines(live), topic=topic, partition=0,
+                guarantee=guarantee, checkpointed=checkpointed, consumer=consumer,
+                producer=producer)
+
+
+def test_closing_recovery_midway_closes_the_engine_and_unassigns_then_a_rerun_is_exact(
+    kafka_bootstrap: str, topic_name: Callable[[str], str], tmp_path: Path, consumer: Consumer,
+) -> None:
+    topic = topic_name("changelog")
+    create_topic(kafka_bootstrap, topic, 1)
+    latest = _produce(kafka_bootstrap, topic, 0, 1000, 97)
+    live = local.store_dir(tmp_path, "job", "counts", 0)
+    args = _args(live, topic, consumer, Guarantee.AT_LEAST_ONCE, None)
+    steps = recover_store_steps(**args)
+    seen = 0
+    for _ in range(3):
+        stats = next(steps)
+        assert isinstance(stats, RestoreStats)
+        assert 0 < stats.records - seen <= SMALL_BATCH, "one step is at most one batch"
+        seen = stats.records
+    assert consumer.assignment(), "mid-restore the restore consumer is assigned"
+    steps.close()
+    assert consumer.assignment() == []
+    [engine] = args["open_engine"].opened
+    assert engine.closed, "the engine the caller never received is closed"
+    assert read_offset_file(live) is None
+    assert local_start(live, topic, 0) is None, "an interrupted restore is never clean"
+
+    engine, result = recover_store(**_args(live, topic, consumer, Guarantee.AT_LEAST_ONCE, None))
+    try:
+        assert result.stats.full and result.stats.records == 1000 and result.offset == 999
+        assert _content(engine) == latest
+    finally:
+        engine.close()
+    assert read_offset_file(live) == StoreOffset("counts", topic, 0, 999)
+
+
+def test_interrupted_restore_over_a_clean_store_is_not_trusted_later(
+    kafka_bootstrap: str, topic_name: Callable[[str], str], tmp_path: Path, consumer: Consumer,
+) -> None:
+    """A restore past the live OFFSET, closed midway, must not leave that OFFSET behind: a
+    later recovery to the checkpoint would otherwise keep the half-replayed records."""
+    topic = topic_name("changelog")
+    create_topic(kafka_bootstrap, topic, 1)
+    at_checkpoint = _produce(kafka_bootstrap, topic, 0, 500, 50)
+    live = local.store_dir(tmp_path, "job", "counts", 0)
+    engine, result = recover_store(**_args(live, topic, consumer, Guarantee.EFFECTIVELY_ONCE, 499))
+    assert result.offset == 499 and _content(engine) == at_checkpoint
+    # What a commit leaves: the store's RocksDB checkpoint beside it, with its OFFSET.
+    tmp = live.with_name("tmp-ckpt")
+    engine.checkpoint(tmp)
+    write_offset_file(tmp, StoreOffset("counts", topic, 0, 499))
+    local.install_checkpoint(tmp, live)
+    engine.close()
+    assert read_offset_file(live) == StoreOffset("counts", topic, 0, 499)
+
+    _produce(kafka_bootstrap, topic, 500, 500, 50)  # every key gets a newer value
+    steps = recover_store_steps(**_args(live, topic, consumer, Guarantee.AT_LEAST_ONCE, 499))
+    first = next(steps)
+    assert first.start_offset == 500 and not first.full, "starts from the clean live store"
+    next(steps)
+    steps.close()
+    assert read_offset_file(live) is None
+    assert local_start(live, topic, 0) == 499, "falls back to the last commit's checkpoint"
+
+    producer = TrackedProducer({"bootstrap.servers": kafka_bootstrap})
+    engine, result = recover_store(
+        **_args(live, topic, consumer, Guarantee.EFFECTIVELY_ONCE, 499, producer))
+    try:
+        producer.flush_and_check()
+        assert result.offset == 499 and result.trimmed == 50
+        assert _content(engine) == at_checkpoint, "no record past the checkpoint survives"
+    finally:
+        engine.close()
+        producer.close()
+
+
+def test_restore_steps_yields_per_batch_and_restore_partition_drains(
+    kafka_bootstrap: str, topic_name: Callable[[str], str], tmp_path: Path, consumer: Consumer,
+) -> None:
+    topic = topic_name("changelog")
+    create_topic(kafka_bootstrap, topic, 1)
+    latest = _produce(kafka_bootstrap, topic, 0, 450, 1000)
+    stepped, drained = RocksDbEngine(tmp_path / "a"), RocksDbEngine(tmp_path / "b")
+    try:
+        steps = restore.restore_steps(stepped, consumer, RestoreStats("s", topic, 0, 0, 450))
+        counts = []
+        while True:
+            try:
+                counts.append(next(steps).records)
+            except StopIteration as stop:
+                final = stop.value
+                break
+        assert len(counts) >= 450 // SMALL_BATCH and counts[-1] == 450
+        assert all(0 < b - a <= SMALL_BATCH for a, b in zip([0, *counts], counts, strict=False))
+        assert final.records == 450 and consumer.assignment() == []
+        stats = restore.restore_partition(drained, consumer, RestoreStats("s", topic, 0, 0, 450))
+        assert stats.records == 450
+        assert _content(stepped) == _content(drained) == latest
+    finally:
+        stepped.close()
+        drained.close()
