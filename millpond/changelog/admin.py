@@ -9,8 +9,15 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from millpond.changelog.errors import ChangelogTopicError
+from millpond.config import Config, StoreConfig
 
 TIMEOUT = 30.0
+
+
+def store_topic(config: Config, store: StoreConfig) -> str:
+    """The changelog topic of ``store`` (configured or default name)."""
+    configured = store.changelog.topic if store.changelog is not None else None
+    return changelog_topic(config.job.name, config.job.id, store.name, configured)
 
 
 def changelog_topic(job_name: str, job_id: str, store: str, configured: str | None) -> str:
@@ -93,3 +100,33 @@ class TopicAdmin:
 
         low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=TIMEOUT)
         return int(low), int(high)
+
+
+def check_job_topics(
+    admin: TopicAdmin, inputs: list[str], changelogs: Mapping[str, Any],
+    checkpoint: str, dead_letter: str | None = None,
+) -> int:
+    """Check a job's topics before it starts; return its task count.
+
+    Inputs must exist with equal partition counts (task N reads partition N of each);
+    ``changelogs`` (topic -> StoreConfig), the checkpoint topic and the dead-letter topic
+    are created with that many partitions if missing, and refused if they cannot serve.
+    """
+    counts: dict[str, int] = {}
+    for topic in inputs:
+        n = admin.partition_count(topic)
+        if n is None:
+            raise ChangelogTopicError(f"input topic {topic} (task.inputs) does not exist")
+        counts[topic] = n
+    if len(set(counts.values())) != 1:
+        raise ChangelogTopicError(
+            "inputs must have equal partition counts (task N reads partition N of each): "
+            + ", ".join(f"{t}={n}" for t, n in counts.items()))
+    tasks = next(iter(counts.values()))
+    for topic, cfg in changelogs.items():
+        admin.ensure_compacted(topic, tasks, cfg.changelog_replication_factor,
+                               cfg.changelog_topic_config)
+    admin.ensure_compacted(checkpoint, tasks, what="checkpoint")
+    if dead_letter:
+        admin.ensure_topic(dead_letter, tasks)
+    return tasks

@@ -8,7 +8,8 @@ class ChangelogError(Exception):
 
 
 class ChangelogTopicError(ChangelogError):
-    """An existing changelog topic cannot back the store (partition count, cleanup policy)."""
+    """A topic the job needs cannot serve: a missing input, unequal input partition counts,
+    or a changelog/checkpoint topic with the wrong partition count or cleanup policy."""
 
 
 class DeliveryError(ChangelogError):
@@ -28,3 +29,23 @@ class ChangelogLostError(ChangelogError):
 
 class StoreLockedError(ChangelogError):
     """Another process holds the local store directory of this task."""
+
+
+class ProducerFencedError(ChangelogError):
+    """A task's transactional producer can no longer write: another process took the task
+    over (its ``init_transactions`` fenced this one) or the producer hit a fatal error.
+
+    An ordinary event after a rebalance or a pause: the task is closed without committing.
+    """
+
+
+class TransactionAbortedError(ChangelogError):
+    """A task's transaction could not commit and was aborted; nothing of it is visible.
+
+    ``membership`` is True when the group rejected the offsets (a stale generation or an
+    unknown member: this process's membership ended, or a rebalance is under way).
+    """
+
+    def __init__(self, message: str, membership: bool = False) -> None:
+        super().__init__(message)
+        self.membership = membership

@@ -4,6 +4,11 @@ Every record produced through :class:`TrackedProducer` is acknowledged or its er
 kept; :meth:`TrackedProducer.flush_and_check` raises the first error before a commit
 can complete. It also remembers the last acknowledged offset per partition, which is
 what checkpoints record for changelogs.
+
+Transactional producers (one per task) translate librdkafka's errors into two ordinary
+events: :class:`ProducerFencedError` (another process owns the task now, or the producer
+hit a fatal error) and :class:`TransactionAbortedError` (the transaction was aborted).
+No exception raised inside a librdkafka callback is left to surface as ``SystemError``.
 """
 
 from __future__ import annotations
@@ -15,9 +20,15 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
-from millpond.changelog.errors import DeliveryError
+from millpond.changelog.errors import DeliveryError, ProducerFencedError, TransactionAbortedError
 
 log = logging.getLogger(__name__)
+
+# Group errors on a transactional offset commit: this member's generation is over.
+MEMBERSHIP_ERRORS = frozenset({
+    KafkaError.ILLEGAL_GENERATION, KafkaError.UNKNOWN_MEMBER_ID,
+    KafkaError.REBALANCE_IN_PROGRESS, KafkaError.FENCED_INSTANCE_ID,
+})
 
 Headers = Sequence[tuple[str, bytes]]
 
@@ -46,24 +57,60 @@ class TrackedProducer:
         }
         conf.update(config)
         conf["on_delivery"] = self._on_delivery
-        conf.setdefault("error_cb", log_client_error)
+        self._user_error_cb = conf.get("error_cb", log_client_error)
+        conf["error_cb"] = self._on_error
         self.transactional = "transactional.id" in conf
+        self.name = str(conf.get("transactional.id", "producer"))
         self._producer = Producer(conf)
         self._errors: list[str] = []
         self._last: dict[tuple[str, int], int] = {}
+        self.fatal: KafkaError | None = None
         self.sent = 0
         self.acked = 0
 
+    # librdkafka callbacks: they must never raise (an exception escaping one surfaces later
+    # as an unrelated SystemError), so each records what it saw and returns.
+    def _on_error(self, err: KafkaError) -> None:
+        try:
+            if err.fatal() and self.fatal is None:
+                self.fatal = err
+            if self.transactional and err.fatal():
+                log.info("producer %s: %s", self.name, err.str())
+            else:
+                self._user_error_cb(err)
+        except Exception as exc:  # noqa: BLE001 - see above
+            log.warning("producer %s error callback failed: %s", self.name, exc)
+
     def _on_delivery(self, err: KafkaError | None, msg: Message) -> None:
-        if err is not None:
-            where = f"{msg.topic()}[{msg.partition()}]"
-            self._errors.append(f"{where} key={msg.key()!r}: {err.str()}")
-            return
-        self.acked += 1
-        tp = (msg.topic(), msg.partition())
-        offset = msg.offset()
-        if offset is not None and offset > self._last.get(tp, -1):  # type: ignore[arg-type]
-            self._last[tp] = offset  # type: ignore[index]
+        try:
+            if err is not None:
+                where = f"{msg.topic()}[{msg.partition()}]"
+                self._errors.append(f"{where} key={msg.key()!r}: {err.str()}")
+                return
+            self.acked += 1
+            tp = (msg.topic(), msg.partition())
+            offset = msg.offset()
+            if offset is not None and offset > self._last.get(tp, -1):  # type: ignore[arg-type]
+                self._last[tp] = offset  # type: ignore[index]
+        except Exception as exc:  # noqa: BLE001 - see _on_error
+            self._errors.append(f"delivery callback failed: {exc}")
+
+    def _fenced(self, exc: BaseException | None = None) -> ProducerFencedError:
+        """The error to raise once this producer can no longer write."""
+        err = self.fatal
+        if err is None and isinstance(exc, KafkaException):
+            err = exc.args[0]
+        what = err.str() if err is not None else f"{type(exc).__name__}: {exc}"
+        return ProducerFencedError(
+            f"producer {self.name} was fenced or failed fatally ({what}); another process "
+            "owns its task now, or the task must be reopened")
+
+    def _check_fatal(self, exc: BaseException) -> None:
+        """Turn a fatal client error (or a SystemError hiding one) into ProducerFencedError."""
+        if self.fatal is not None or isinstance(exc, SystemError):
+            raise self._fenced(exc) from exc
+        if isinstance(exc, KafkaException) and exc.args[0].fatal():
+            raise self._fenced(exc) from exc
 
     def send(
         self, topic: str, partition: int | None, key: bytes | None, value: bytes | None,
@@ -80,26 +127,46 @@ class TrackedProducer:
                     produce(topic, value, key, part)
                 break
             except BufferError:
-                self._producer.poll(0.05)
-            except KafkaException as exc:
+                self._poll(0.05)
+            except (KafkaException, SystemError) as exc:
+                self._check_fatal(exc)
+                assert isinstance(exc, KafkaException)
                 size = len(value) if value is not None else 0
                 raise DeliveryError(
                     f"Kafka rejected a record for {topic}[{part}] key={(key or b'')[:60]!r} "
                     f"({size} bytes): {exc.args[0].str()}") from exc
         self.sent += 1
         if self.sent & 0x3FF == 0:
-            self._producer.poll(0)
+            self._poll(0)
+
+    def _poll(self, timeout: float) -> None:
+        try:
+            self._producer.poll(timeout)
+        except (KafkaException, SystemError) as exc:
+            self._check_fatal(exc)
+            raise
+
+    def _flush(self, timeout: float) -> int:
+        if self.fatal is not None:
+            raise self._fenced()
+        try:
+            return int(self._producer.flush(timeout))
+        except (KafkaException, SystemError) as exc:
+            self._check_fatal(exc)
+            raise
 
     def poll(self) -> None:
         """Serve delivery callbacks without blocking."""
-        self._producer.poll(0)
+        self._poll(0)
 
     def flush_and_check(self, timeout: float = 120.0) -> None:
         """Wait until every queued record is acknowledged; raise the first delivery error."""
         deadline = time.monotonic() + timeout
-        remaining = self._producer.flush(timeout)
+        remaining = self._flush(timeout)
         while remaining and time.monotonic() < deadline:
-            remaining = self._producer.flush(max(0.1, deadline - time.monotonic()))
+            remaining = self._flush(max(0.1, deadline - time.monotonic()))
+        if self.fatal is not None:
+            raise self._fenced()
         self.raise_errors()
         if remaining:
             raise DeliveryError(
@@ -118,29 +185,72 @@ class TrackedProducer:
         """The highest acknowledged offset produced to ``topic[partition]``, if any."""
         return self._last.get((topic, partition))
 
-    # Transactions (exactly-once): thin pass-throughs with errors made precise.
+    # Transactions: errors become ProducerFencedError / TransactionAbortedError.
+    def _txn(self, what: str, call: Any, *args: Any) -> None:
+        if self.fatal is not None:
+            raise self._fenced()
+        try:
+            call(*args)
+        except (KafkaException, SystemError) as exc:
+            self._check_fatal(exc)
+            assert isinstance(exc, KafkaException)
+            error: KafkaError = exc.args[0]
+            if error.txn_requires_abort():
+                raise TransactionAbortedError(
+                    f"producer {self.name}: {what} failed: {error.str()}",
+                    membership=error.code() in MEMBERSHIP_ERRORS) from exc
+            raise
+
     def init_transactions(self, timeout: float = 60.0) -> None:
-        self._producer.init_transactions(timeout)
+        """Register the transactional id: fences its previous owner, aborts its open txn."""
+        self._txn("init_transactions", self._producer.init_transactions, timeout)
 
     def begin_transaction(self) -> None:
-        self._producer.begin_transaction()
+        self._txn("begin_transaction", self._producer.begin_transaction)
 
     def send_offsets(self, offsets: list[Any], group_metadata: Any, timeout: float = 60.0) -> None:
-        self._producer.send_offsets_to_transaction(offsets, group_metadata, timeout)
+        """Add input offsets to the transaction; the group checks the generation (KIP-447)."""
+        self._txn("send_offsets_to_transaction", self._producer.send_offsets_to_transaction,
+                  offsets, group_metadata, timeout)
 
     def commit_transaction(self, timeout: float = 60.0) -> None:
         """Commit the open transaction; delivery errors inside it raise first."""
-        self._producer.flush(timeout)
-        self.raise_errors()
-        self._producer.commit_transaction(timeout)
+        self.flush_and_check(timeout)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self._txn("commit_transaction", self._producer.commit_transaction,
+                          max(1.0, deadline - time.monotonic()))
+                return
+            except KafkaException as exc:
+                if not exc.args[0].retriable() or time.monotonic() >= deadline:
+                    raise
 
-    def abort_transaction(self, timeout: float = 60.0) -> None:
+    def abort_transaction(self, timeout: float = 30.0) -> None:
+        """Abort the open transaction (best effort: a fenced producer has none to abort)."""
         self._errors.clear()
+        if self.fatal is not None:
+            return
         try:
             self._producer.abort_transaction(timeout)
-        except KafkaException as exc:
-            log.warning("abort_transaction failed: %s", exc)
+        except (KafkaException, SystemError) as exc:
+            log.warning("producer %s: abort_transaction failed: %s", self.name, exc)
 
     def close(self, timeout: float = 30.0) -> None:
         """Flush what is queued (best effort) and release the client."""
-        self._producer.flush(timeout)
+        if self.fatal is not None:
+            self.discard()
+            return
+        try:
+            self._producer.flush(timeout)
+        except (KafkaException, SystemError) as exc:
+            log.warning("producer %s: flush at close failed: %s", self.name, exc)
+
+    def discard(self) -> None:
+        """Drop every queued record without waiting (closing a task without a commit)."""
+        try:
+            self._producer.purge()
+            self._producer.flush(0)
+        except (KafkaException, SystemError) as exc:
+            log.debug("producer %s: purge failed: %s", self.name, exc)
+        self._errors.clear()

@@ -21,7 +21,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from millpond.changelog.admin import changelog_topic
 from millpond.changelog.checkpoint import NO_OFFSET, Checkpoint, checkpoint_topic, task_name
 from millpond.changelog.errors import CheckpointError
-from millpond.changelog.guarantees import Guarantee
+from millpond.changelog.guarantees import STATE_ISOLATION
 from millpond.spark.errors import SourceError
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ class Changelog:
     store: str
     topic: str
     bootstrap: str
-    isolation: str  # read_committed for exactly-once jobs (transactional changelogs)
+    isolation: str  # read_committed: changelogs are written in transactions
     client_conf: dict[str, str] = field(default_factory=dict)  # librdkafka extras
     spark_options: dict[str, str] = field(default_factory=dict)  # extra Spark source options
 
@@ -89,8 +89,7 @@ def changelog_of(
             f"systems.{system_name}.bootstrap.servers (at {config.location(f'systems.{system_name}.bootstrap.servers')})"
         )
     extras = {k: v for k, v in system.consumer.items() if k.startswith(_CLIENT_PREFIXES)}
-    isolation = Guarantee(config.job.processing_guarantee).isolation
-    return Changelog(store, topic, system.bootstrap_servers, isolation, extras,
+    return Changelog(store, topic, system.bootstrap_servers, STATE_ISOLATION, extras,
                      dict(spark_options or {}))
 
 

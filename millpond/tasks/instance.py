@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -14,6 +15,8 @@ from millpond.changelog.producer import TrackedProducer
 from millpond.tasks.api import IncomingMessageEnvelope, StreamTask, TaskCoordinator
 from millpond.tasks.collector import KafkaCollector
 from millpond.tasks.storage import TaskStorage
+
+log = logging.getLogger("millpond.container")
 
 # (stage, message, exception) -> True to skip the message, or raise to stop.
 ErrorPolicy = Callable[[str, Message, BaseException], bool]
@@ -111,3 +114,13 @@ class TaskInstance:
         """This task's position now (call after its producer was flushed)."""
         return Checkpoint(self.name, self.partition, dict(self.next_offsets),
                           self.storage.changelog_offsets(self.producer))
+
+
+def log_task_summary(t: TaskInstance) -> None:
+    """One line of a task's counters, logged at shutdown."""
+    m = t.metrics
+    log.info("task %s: processed %d, skipped %d, process %.1f us/msg, %d commits "
+             "(%.1f ms avg), restored %d records in %.2fs", t.name, m.processed,
+             m.skipped, m.process_latency_us, m.commits,
+             1000 * m.commit_s / m.commits if m.commits else 0.0,
+             m.restored_records, m.restore_s)

@@ -14,7 +14,7 @@ from typing import Any
 from confluent_kafka import Consumer, TopicPartition
 
 from millpond.changelog import local
-from millpond.changelog.admin import TopicAdmin
+from millpond.changelog.admin import TopicAdmin, store_topic
 from millpond.changelog.checkpoint import (
     Checkpoint,
     checkpoint_topic,
@@ -23,11 +23,11 @@ from millpond.changelog.checkpoint import (
     task_name,
 )
 from millpond.changelog.errors import ChangelogError, CheckpointError
-from millpond.changelog.guarantees import Guarantee
+from millpond.changelog.guarantees import STATE_ISOLATION, Guarantee
 from millpond.changelog.producer import TrackedProducer
 from millpond.changelog.restore import RestoreListener, RestoreStats, restore_consumer
 from millpond.config import Config, StoreConfig
-from millpond.tasks.storage import TaskStorage, open_engine, serdes_for, store_topic
+from millpond.tasks.storage import TaskStorage, open_engine, serdes_for
 
 
 class Job:
@@ -47,7 +47,7 @@ class Job:
         self.admin = TopicAdmin(self.client_conf)
 
     def consumer(self) -> Consumer:
-        return restore_consumer(self.consumer_conf, self.guarantee.isolation)
+        return restore_consumer(self.consumer_conf, STATE_ISOLATION)
 
     def store(self, name: str) -> StoreConfig:
         try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import tempfile
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,25 +16,19 @@ from typing import Any
 from confluent_kafka import Consumer
 
 from millpond.changelog import local
-from millpond.changelog.admin import changelog_topic
+from millpond.changelog.admin import store_topic
 from millpond.changelog.checkpoint import StoreOffset, clear_offset_file, write_offset_file
 from millpond.changelog.guarantees import Guarantee
 from millpond.changelog.logged import LoggedStore
 from millpond.changelog.producer import TrackedProducer
-from millpond.changelog.recovery import RecoveryResult, recover_store
-from millpond.changelog.restore import RestoreListener
+from millpond.changelog.recovery import RecoveryResult, recover_store_steps
+from millpond.changelog.restore import RestoreListener, RestoreStats, run_steps
 from millpond.config import Config, StoreConfig
 from millpond.serdes import build_serde
 from millpond.stores import InMemoryEngine, RocksDbEngine, RocksDbOptions, build_store
 from millpond.stores.api import KeyValueStore
 
 log = logging.getLogger(__name__)
-
-
-def store_topic(config: Config, store: StoreConfig) -> str:
-    """The changelog topic of ``store`` (configured or default name)."""
-    configured = store.changelog.topic if store.changelog is not None else None
-    return changelog_topic(config.job.name, config.job.id, store.name, configured)
 
 
 def open_engine(cfg: StoreConfig, live: Path | None) -> Any:
@@ -74,18 +69,19 @@ class TaskStorage:
     stores: dict[str, OpenStore] = field(default_factory=dict)
 
     @classmethod
-    def open(
+    def open_steps(
         cls, config: Config, partition: int, guarantee: Guarantee, producer: TrackedProducer | None,
         restore_consumer: Consumer, checkpointed: dict[str, int] | None,
         listener: RestoreListener | None = None, only: str | None = None,
-    ) -> TaskStorage:
-        """Lock, recover and layer every store of the task (or just ``only``)."""
+    ) -> Generator[RestoreStats, None, TaskStorage]:
+        """Lock, recover and layer every store of the task (or just ``only``), yielding
+        after each restored batch; closing the generator early releases what it opened."""
         storage = cls(partition)
         try:
             for name, cfg in config.stores.items():
                 if only is not None and name != only:
                     continue
-                storage.stores[name] = _open_store(
+                storage.stores[name] = yield from _open_store(
                     config, cfg, partition, guarantee, producer, restore_consumer,
                     (checkpointed or {}).get(name), listener,
                 )
@@ -93,6 +89,21 @@ class TaskStorage:
             storage.close()
             raise
         return storage
+
+    @classmethod
+    def open(
+        cls, config: Config, partition: int, guarantee: Guarantee, producer: TrackedProducer | None,
+        restore_consumer: Consumer, checkpointed: dict[str, int] | None,
+        listener: RestoreListener | None = None, only: str | None = None,
+    ) -> TaskStorage:
+        """:meth:`open_steps` run to the end (offline tools)."""
+        return run_steps(cls.open_steps(config, partition, guarantee, producer,
+                                        restore_consumer, checkpointed, listener, only))
+
+    @property
+    def restored_records(self) -> int:
+        """Changelog records replayed while opening."""
+        return sum(s.recovery.stats.records for s in self.stores.values() if s.recovery)
 
     @property
     def trimmed(self) -> int:
@@ -151,7 +162,7 @@ def _open_store(
     config: Config, cfg: StoreConfig, partition: int, guarantee: Guarantee,
     producer: TrackedProducer | None, consumer: Consumer, checkpointed: int | None,
     listener: RestoreListener | None,
-) -> OpenStore:
+) -> Generator[RestoreStats, None, OpenStore]:
     key_serde, msg_serde = serdes_for(config, cfg)
     persistent = cfg.factory != "inmemory"
     live = (local.store_dir(config.job.logged_store_base_dir, config.job.name, cfg.name, partition)
@@ -168,7 +179,7 @@ def _open_store(
             offset = -1
         else:
             topic = store_topic(config, cfg)
-            engine, recovery = recover_store(
+            engine, recovery = yield from recover_store_steps(
                 store=cfg.name, live=live, open_engine=lambda: open_engine(cfg, live),
                 topic=topic, partition=partition, guarantee=guarantee,
                 checkpointed=checkpointed, consumer=consumer, producer=producer,

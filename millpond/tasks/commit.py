@@ -1,0 +1,124 @@
+"""The commit protocol: how a task's state, outputs and input positions become durable.
+
+Every task commits through its own Kafka transaction, in these phases (each task is
+carried through a phase before any task enters the next, so producers flush in parallel):
+
+1. ``flush``: stores write their dirty entries down (engine + changelog records);
+2. ``deliver``: wait until every record of the transaction is acknowledged (a delivery
+   error stops the job before anything is committed);
+3. ``checkpoint``: the checkpoint record (next input offsets, last changelog offsets) goes
+   to the task's partition of the checkpoint topic, inside the transaction;
+4. ``offsets``: the input offsets join the transaction with the group's generation (the
+   group refuses them from a member whose generation is over), and the transaction commits;
+5. ``local``: each store's directory is checkpointed (RocksDB checkpoint + OFFSET file);
+6. a new transaction begins.
+
+A task whose producer was fenced, or whose transaction was aborted, is reported back as
+failed (nothing of its transaction is visible); the caller closes it without committing.
+``MILLPOND_CRASH_AT`` crash points sit between the phases (see :mod:`millpond.tasks.faults`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+from millpond.changelog.errors import (
+    ChangelogError,
+    ProducerFencedError,
+    TransactionAbortedError,
+)
+from millpond.tasks.faults import abort_point, crash_point
+from millpond.tasks.instance import TaskInstance
+
+log = logging.getLogger("millpond.container")
+
+
+@dataclass
+class CommitFailure:
+    """A task whose commit did not happen, and why."""
+
+    task: TaskInstance
+    error: ChangelogError
+
+    @property
+    def membership(self) -> bool:
+        """True if the group refused the commit or the producer was fenced: the task may
+        belong to another process now."""
+        return isinstance(self.error, ProducerFencedError) or getattr(
+            self.error, "membership", False)
+
+
+class CommitProtocol:
+    """Commits tasks through per-task transactions fenced by the group generation."""
+
+    def __init__(self, consumer: Consumer, checkpoint_topic: str) -> None:
+        self.consumer = consumer
+        self.checkpoint_topic = checkpoint_topic
+
+    def commit(self, tasks: list[TaskInstance]) -> list[CommitFailure]:
+        """Commit ``tasks``; return those that failed as ordinary events (fenced, aborted)."""
+        failures: list[CommitFailure] = []
+        live = list(tasks)
+        began = time.monotonic()
+
+        def phase(step: Callable[[TaskInstance], None]) -> None:
+            for t in list(live):
+                try:
+                    step(t)
+                except (ProducerFencedError, TransactionAbortedError) as exc:
+                    live.remove(t)
+                    failures.append(CommitFailure(t, exc))
+                except KafkaException as exc:  # an injected abort (MILLPOND_ABORT_AT)
+                    if not exc.args[0].txn_requires_abort():
+                        raise
+                    live.remove(t)
+                    failures.append(CommitFailure(t, TransactionAbortedError(str(exc))))
+
+        crash_point("before-flush")
+        phase(self._flush)
+        crash_point("after-flush")
+        phase(self._deliver)
+        crash_point("after-changelog-delivered")
+        phase(self._checkpoint)
+        crash_point("after-checkpoint-topic")
+        phase(self._offsets_and_commit)
+        crash_point("after-offsets-commit")
+        for t in live:
+            t.storage.after_commit()
+        crash_point("after-local-checkpoint")
+        phase(self._begin)
+        elapsed = time.monotonic() - began
+        for t in live:
+            t.metrics.commits += 1
+            t.metrics.commit_s += elapsed
+            t.coordinator.commit_requested = False
+        return failures
+
+    @staticmethod
+    def _flush(t: TaskInstance) -> None:
+        t.storage.flush()
+
+    @staticmethod
+    def _deliver(t: TaskInstance) -> None:
+        t.producer.flush_and_check()
+
+    def _checkpoint(self, t: TaskInstance) -> None:
+        t.producer.send(self.checkpoint_topic, t.partition, t.name.encode(),
+                        t.checkpoint().to_bytes())
+
+    def _offsets_and_commit(self, t: TaskInstance) -> None:
+        offsets = [TopicPartition(topic, t.partition, off)
+                   for topic, off in t.next_offsets.items()]
+        if offsets:
+            t.producer.send_offsets(offsets, self.consumer.consumer_group_metadata())
+        abort_point()
+        t.producer.commit_transaction()
+
+    @staticmethod
+    def _begin(t: TaskInstance) -> None:
+        t.producer.begin_transaction()

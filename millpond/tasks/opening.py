@@ -1,0 +1,200 @@
+"""Opening tasks inside the run loop, a restore batch at a time.
+
+The assignment callback only records which partitions arrived; the run loop calls
+:meth:`TaskOpener.step` between polls, so heartbeats, revocations and new rebalances are
+seen while a large store restores (Kafka Streams' state updater does the same). Opening a
+task is a generator (:func:`open_task`): init the task's transactional producer (which
+fences the previous owner and aborts its open transaction), read its checkpoint, recover
+each store, create the user task. A partition revoked or lost meanwhile is dropped by
+closing its generator, which releases everything it opened. Tasks open one at a time:
+they share the restore consumer.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import Consumer, TopicPartition
+
+from millpond.changelog.checkpoint import read_checkpoints, task_name
+from millpond.changelog.errors import ProducerFencedError, TransactionAbortedError
+from millpond.changelog.guarantees import Guarantee
+from millpond.changelog.producer import TrackedProducer
+from millpond.changelog.restore import RestoreListener
+from millpond.config import Config
+from millpond.tasks.api import StreamTask, TaskContext
+from millpond.tasks.collector import KafkaCollector, SerdeLookup
+from millpond.tasks.instance import TaskInstance
+from millpond.tasks.storage import TaskStorage
+
+log = logging.getLogger("millpond.container")
+
+# How long a task whose producer was fenced or whose commit the group refused waits before
+# it is reopened, unless a rebalance comes first (a zombie learns it was dropped by then).
+REOPEN_HOLD_S = 3.0
+
+Opening = Generator[object, None, TaskInstance]
+
+
+@dataclass
+class OpenContext:
+    """What opening a task needs, fixed for the life of the container."""
+
+    config: Config
+    guarantee: Guarantee
+    task_class: type[StreamTask]
+    inputs: list[str]
+    producer_conf: dict[str, Any]
+    transactional_prefix: str
+    checkpoint_topic: str
+    restore_consumer: Consumer
+    stream_serdes: SerdeLookup
+    listener: RestoreListener | None = None
+
+    def new_producer(self, partition: int) -> TrackedProducer:
+        """The task's transactional producer: one ``transactional.id`` per task, so a new
+        owner's ``init_transactions`` fences any older holder of the task."""
+        commit_ms = self.config.job.commit_ms
+        txn_timeout = min(900_000, max(60_000, 2 * commit_ms + 30_000))
+        conf = {**self.producer_conf,
+                "transactional.id": f"{self.transactional_prefix}-{task_name(partition)}",
+                "transaction.timeout.ms": txn_timeout,
+                "message.timeout.ms": txn_timeout - 10_000}
+        return TrackedProducer(conf)
+
+
+def open_task(ctx: OpenContext, partition: int) -> Opening:
+    """Open the task of ``partition`` step by step; returns it ready to process."""
+    producer = ctx.new_producer(partition)
+    began = time.monotonic()
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()  # recovery may re-write keys (trim) inside it
+        yield None
+        checkpoints = read_checkpoints(ctx.restore_consumer, ctx.checkpoint_topic, [partition])
+        ckpt = checkpoints.get(task_name(partition))
+        storage = yield from TaskStorage.open_steps(
+            ctx.config, partition, ctx.guarantee, producer, ctx.restore_consumer,
+            ckpt.changelogs if ckpt else None, ctx.listener)
+        try:
+            positions = start_positions(ctx.restore_consumer, ctx.inputs, partition,
+                                        dict(ckpt.inputs) if ckpt else {})
+            collector = KafkaCollector(producer, ctx.stream_serdes)
+            instance = TaskInstance(partition, ctx.task_class(), storage, producer, collector,
+                                    positions)
+            instance.metrics.restored_records += storage.restored_records
+            instance.metrics.restore_s = time.monotonic() - began
+            context = TaskContext(task_name(partition), partition, ctx.config,
+                                  storage.user_stores())
+            instance.task.init(context)
+        except BaseException:
+            storage.close()
+            raise
+    except BaseException:
+        producer.abort_transaction(5)
+        producer.discard()
+        raise
+    return instance
+
+
+def start_positions(
+    consumer: Consumer, inputs: list[str], partition: int, checkpointed: dict[str, int],
+) -> dict[str, int]:
+    """The next offset of each input partition: the checkpoint's, else the topic's start.
+
+    Says loudly when input the checkpoint still needs was deleted (e.g. by retention).
+    Every input gets an explicit offset, so every commit carries the group's generation.
+    """
+    positions: dict[str, int] = {}
+    for topic in inputs:
+        low, high = (int(x) for x in consumer.get_watermark_offsets(
+            TopicPartition(topic, partition), timeout=30))
+        offset = checkpointed.get(topic)
+        if offset is None:
+            positions[topic] = low
+            continue
+        if offset < low:
+            log.warning("input %s[%d]: the checkpoint resumes at offset %d but the topic "
+                        "now starts at %d; %d unprocessed records were deleted (retention?) "
+                        "and are skipped", topic, partition, offset, low, low - offset)
+        elif offset > high:
+            log.warning("input %s[%d]: the checkpoint resumes at offset %d beyond the end "
+                        "%d (topic recreated?); consuming from the end", topic, partition,
+                        offset, high)
+        positions[topic] = offset
+    return positions
+
+
+class TaskOpener:
+    """The queue of tasks to open, advanced by the run loop within a time budget."""
+
+    def __init__(self, open_steps: Callable[[int], Opening]) -> None:
+        self._open_steps = open_steps
+        self._queue: dict[int, float] = {}  # partition -> monotonic time it may start
+        self._current: tuple[int, Opening] | None = None
+
+    @property
+    def pending(self) -> set[int]:
+        """Partitions assigned here whose tasks are not open yet."""
+        out = set(self._queue)
+        if self._current is not None:
+            out.add(self._current[0])
+        return out
+
+    def add(self, partition: int, hold_s: float = 0.0) -> None:
+        """Open the task of ``partition`` (after ``hold_s`` seconds, or the next rebalance)."""
+        self._queue[partition] = time.monotonic() + hold_s
+
+    def release_holds(self) -> None:
+        """A rebalance happened: held tasks may open now (if they are still ours)."""
+        now = time.monotonic()
+        for p in self._queue:
+            self._queue[p] = min(self._queue[p], now)
+
+    def drop(self, partition: int) -> None:
+        """Forget ``partition``; an opening under way is closed, releasing what it opened."""
+        self._queue.pop(partition, None)
+        if self._current is not None and self._current[0] == partition:
+            _, steps = self._current
+            self._current = None
+            steps.close()
+            log.info("task %s: dropped while opening (partition moved)", task_name(partition))
+
+    def step(self, budget_s: float) -> list[TaskInstance]:
+        """Advance openings for about ``budget_s`` seconds; return the tasks now ready."""
+        ready: list[TaskInstance] = []
+        deadline = time.monotonic() + budget_s
+        while time.monotonic() < deadline:
+            if self._current is None:
+                now = time.monotonic()
+                due = [p for p, at in self._queue.items() if at <= now]
+                if not due:
+                    break
+                partition = min(due, key=lambda p: (self._queue[p], p))
+                del self._queue[partition]
+                self._current = (partition, self._open_steps(partition))
+            partition, steps = self._current
+            try:
+                next(steps)
+            except StopIteration as done:
+                self._current = None
+                ready.append(done.value)
+            except (ProducerFencedError, TransactionAbortedError) as exc:
+                self._current = None
+                log.info("task %s: opening interrupted (%s); retrying after a rebalance or "
+                         "%.0fs", task_name(partition), exc, REOPEN_HOLD_S)
+                self.add(partition, REOPEN_HOLD_S)
+            except BaseException:
+                self._current = None
+                raise
+        return ready
+
+    def close(self) -> None:
+        """Abandon every opening (shutdown)."""
+        if self._current is not None:
+            self.drop(self._current[0])
+        self._queue.clear()
