@@ -45,7 +45,6 @@ from benchmarks.common import (
     steal_percent,
     summarize,
     venv_python,
-    write_json,
 )
 
 WORKLOADS = ("limits", "count", "skew", "rss", "restore", "store", "spark")
@@ -114,7 +113,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="changelog records of the Spark rebuild (default 500k; --quick 20k)")
     p.add_argument("--spark-runs", type=int, help="runs of the Spark rebuild (default: --runs)")
     p.add_argument("--out-dir", type=Path, default=REPO / "benchmarks",
-                   help="where results.json and results.md go (default benchmarks/)")
+                   help="where results.json, results.md and readme-table.md go (default "
+                        "benchmarks/)")
     p.add_argument("--work-dir", type=Path, help="scratch dir for state and logs (default: temp)")
     p.add_argument("--keep", action="store_true", help="keep topics and scratch state")
     p.add_argument("--no-install", action="store_true",
@@ -764,12 +764,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     bench = Bench(args)
     results = bench.run()
-    results["targets"] = report.targets(results)
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    write_json(args.out_dir / "results.json", results)
-    (args.out_dir / "results.md").write_text(report.markdown(results))
-    say(f"wrote {args.out_dir / 'results.json'} and {args.out_dir / 'results.md'}")
-    print(report.markdown(results))
+    paths = report.write_all(results, args.out_dir)
+    print(paths[1].read_text())
+    say("wrote " + ", ".join(str(p) for p in paths) + f"; paste {paths[2].name} into the "
+        "README's Benchmarks section")
     return 1 if any("WRONG" in p for p in results["problems"]) else 0
 
 
