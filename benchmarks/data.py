@@ -111,7 +111,7 @@ def make_dataset(messages: int, users: int, partitions: int, *, zipf: float | No
     picks: Iterable[int] = (zipf_users(messages, users, zipf, seed) if zipf
                             else ((i * 7919) % users for i in range(messages)))
     names: dict[int, tuple[str, bytes]] = {}  # a user's key is made once
-    records = []
+    records: list[tuple[bytes, bytes, int]] = []
     append = records.append
     for i, u in enumerate(picks):
         name = names.get(u)

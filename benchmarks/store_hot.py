@@ -59,7 +59,7 @@ def bench_raw(path: Path, ops: int, options: RocksDbOptions) -> dict[str, float]
     def increments() -> None:  # the count job's read-modify-write, raw
         loads, dumps = orjson.loads, orjson.dumps
         for _ in range(ops):
-            put(key, dumps(loads(get(key)) + 1))
+            put(key, dumps(loads(get(key) or b"0") + 1))
 
     out = {"put_per_s": _rate(ops, puts), "get_per_s": _rate(ops, gets),
            "increment_per_s": _rate(ops, increments)}
