@@ -264,7 +264,9 @@ class Bench:
             scratch = f"millpond-bench-produce-{self.salt}-{r}"
             data.create_topic(a.bootstrap, scratch, a.partitions)
             try:
-                produce.append(data.produce(a.bootstrap, scratch, self.dataset))
+                with Conditions() as cond:
+                    rate = data.produce(a.bootstrap, scratch, self.dataset)
+                produce.append({**rate, **cond.fields()})
             finally:
                 data.delete_topics(a.bootstrap, [scratch])
             consume.append(self._ceiling(self.input_topic))
