@@ -33,6 +33,8 @@ class Child:
     stdout: str
     stderr: str
     timed_out: bool = False
+    load_before: list[float] = field(default_factory=list)  # 1/5/15-min load at the fork
+    steal_percent: float | None = None  # CPU steal of the whole machine while it ran
 
     @property
     def wall_s(self) -> float:
@@ -48,6 +50,7 @@ def run_child(cmd: list[str], *, env: dict[str, str] | None = None, cwd: Path = 
     logdir = logdir or Path(os.environ.get("TMPDIR", "/tmp"))
     logdir.mkdir(parents=True, exist_ok=True)
     out_path, err_path = logdir / f"{name}.out", logdir / f"{name}.err"
+    load_before, ticks_before = load_average(), cpu_ticks()
     with open(out_path, "w") as out, open(err_path, "w") as err:
         started = time.time()
         proc = subprocess.Popen(cmd, cwd=cwd, stdout=out, stderr=err,
@@ -71,7 +74,8 @@ def run_child(cmd: list[str], *, env: dict[str, str] | None = None, cwd: Path = 
     proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
     return Child(cmd, proc.returncode, started, exited, usage.ru_utime + usage.ru_stime,
                  peak.mb, out_path.read_text(errors="replace"),
-                 err_path.read_text(errors="replace"), killed.is_set())
+                 err_path.read_text(errors="replace"), killed.is_set(), load_before,
+                 steal_percent(ticks_before, cpu_ticks()))
 
 
 class PeakRss(threading.Thread):
@@ -165,6 +169,22 @@ def cpu_ticks() -> tuple[int, int]:
         return 0, 0
     steal = fields[7] if len(fields) > 7 else 0
     return steal, sum(fields[:8])
+
+
+class Conditions:
+    """Load average at the start and CPU steal over a span: ``with Conditions() as c: ...``."""
+
+    def __enter__(self) -> Conditions:
+        self.load_before = load_average()
+        self._ticks = cpu_ticks()
+        self.steal_percent: float | None = None
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.steal_percent = steal_percent(self._ticks, cpu_ticks())
+
+    def fields(self) -> dict[str, Any]:
+        return {"load_average_before": self.load_before, "cpu_steal_percent": self.steal_percent}
 
 
 def steal_percent(start: tuple[int, int], end: tuple[int, int]) -> float | None:

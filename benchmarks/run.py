@@ -3,13 +3,19 @@
     .venv/bin/python -m benchmarks.run [--quick] [--runs N] [--only WORKLOAD] [--bootstrap B]
 
 Workloads (``--only``, comma-separated or repeated): ``limits`` (raw confluent-kafka produce
-and consume on the benchmark input; raw rocksdict comes from the store micro-benchmark),
-``count`` (per-user count into a changelogged RocksDB store: millpond at each guarantee,
-Quix Streams, Faust), ``restore`` (rebuild the count's state from its changelog: `millpond
-restore --full` and Quix Streams recovery), ``store`` (benchmarks/store_micro.py) and
-``spark`` (benchmarks/spark_rebuild.py, when present). Every figure is the median of the
-runs with min and max; every count and restore is checked against the exact reference.
-Writes ``results.json`` and ``results.md`` into ``--out-dir`` (default: benchmarks/).
+and consume on the benchmark input, and consume + orjson decode; raw rocksdict comes from the
+store micro-benchmark), ``count`` (per-user count into a changelogged RocksDB store: millpond
+at each guarantee, Quix Streams, Faust), ``skew`` (the same count on a Zipf-keyed topic, 2M
+messages over 1M users with exponent 1.1: hot keys and a long tail; millpond and Quix Streams,
+with that topic's own consume and consume + decode ceilings), ``rss`` (peak RSS of the
+millpond count with defaults on a uniform topic over 1M users), ``restore`` (rebuild the
+count's state from its changelog: `millpond restore --full` and Quix Streams recovery),
+``store`` (benchmarks/store_micro.py and the hot-key benchmarks/store_hot.py) and ``spark``
+(benchmarks/spark_rebuild.py, when present). Every figure is the median of the runs with min
+and max; every count and restore is checked against the exact reference; every run records
+the load average before it and the CPU steal during it.
+Writes ``results.json``, ``results.md`` and ``readme-table.md`` (the README's Benchmarks
+block, ready to paste) into ``--out-dir`` (default: benchmarks/).
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from benchmarks import data, report, systems
 from benchmarks.common import (
     REPO,
     VENVS,
+    Conditions,
     cpu_model,
     cpu_ticks,
     load_average,
@@ -38,17 +45,20 @@ from benchmarks.common import (
     steal_percent,
     summarize,
     venv_python,
-    write_json,
 )
 
-WORKLOADS = ("limits", "count", "restore", "store", "spark")
+WORKLOADS = ("limits", "count", "skew", "rss", "restore", "store", "spark")
 ALL_SYSTEMS = ("millpond", "quix", "faust")
 
 FULL = {"messages": 2_000_000, "users": 100_000, "faust_messages": 30_000,
-        "store_ops": 1_000_000, "spark_records": 500_000, "large_records": 200_000,
-        "restore_sizes": "2000000,4000000,8000000"}
+        "store_ops": 1_000_000, "hot_ops": 2_000_000, "spark_records": 500_000,
+        "large_records": 200_000, "restore_sizes": "2000000,4000000,8000000",
+        "skew_messages": 2_000_000, "skew_users": 1_000_000, "rss_messages": 2_000_000,
+        "rss_users": 1_000_000}
 QUICK = {"messages": 20_000, "users": 2_000, "faust_messages": 5_000, "store_ops": 20_000,
-         "spark_records": 20_000, "large_records": 5_000, "restore_sizes": "5000,20000"}
+         "hot_ops": 20_000, "spark_records": 20_000, "large_records": 5_000,
+         "restore_sizes": "5000,20000", "skew_messages": 20_000, "skew_users": 10_000,
+         "rss_messages": 20_000, "rss_users": 10_000}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -77,7 +87,22 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "leave Faust's default)")
     p.add_argument("--commit-ms", type=int, default=5000,
                    help="commit interval of every system (default 5000, Quix's default)")
+    p.add_argument("--skew-messages", type=int,
+                   help="messages of the skewed (Zipf) topic (default 2M; --quick 20k)")
+    p.add_argument("--skew-users", type=int,
+                   help="Zipf ranks (possible users) of the skewed topic (default 1M; --quick 10k)")
+    p.add_argument("--skew-exponent", type=float, default=1.1,
+                   help="Zipf exponent of the skewed topic's keys (default 1.1)")
+    p.add_argument("--seed", type=int, default=14,
+                   help="seed of the skewed topic's key draw (default 14; same seed, same keys)")
+    p.add_argument("--rss-messages", type=int,
+                   help="messages of the uniform 1M-user topic of the rss workload (default 2M; "
+                        "--quick 20k)")
+    p.add_argument("--rss-users", type=int,
+                   help="users of the rss workload's topic (default 1M; --quick 10k)")
     p.add_argument("--store-ops", type=int, help="store micro-benchmark keys (default 1M)")
+    p.add_argument("--hot-ops", type=int,
+                   help="puts and gets of the one hot key in store_hot.py (default 2M)")
     p.add_argument("--large-records", type=int,
                    help="records of the synthetic 1 KB-value changelog restored for the MB/s "
                         "figure (default 200k; --quick 5k; 0 = skip)")
@@ -88,7 +113,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="changelog records of the Spark rebuild (default 500k; --quick 20k)")
     p.add_argument("--spark-runs", type=int, help="runs of the Spark rebuild (default: --runs)")
     p.add_argument("--out-dir", type=Path, default=REPO / "benchmarks",
-                   help="where results.json and results.md go (default benchmarks/)")
+                   help="where results.json, results.md and readme-table.md go (default "
+                        "benchmarks/)")
     p.add_argument("--work-dir", type=Path, help="scratch dir for state and logs (default: temp)")
     p.add_argument("--keep", action="store_true", help="keep topics and scratch state")
     p.add_argument("--no-install", action="store_true",
@@ -134,6 +160,9 @@ def versions() -> dict[str, Any]:
         "rocksdict": pip_version(Path(sys.executable), "rocksdict"),
         "kafka_broker": kafka_version(),
     }
+    # The peers live in their own virtualenvs: ask those interpreters (after the workloads
+    # ran, since a fresh machine creates the virtualenvs during the run). Each peer run also
+    # reports the versions it ran with (meta.peer_versions).
     for peer, dist in systems.PEER_DIST.items():
         out[dist] = pip_version(venv_python(peer), dist)
     out["quix_confluent_kafka"] = pip_version(venv_python("quix"), "confluent-kafka")
@@ -165,6 +194,7 @@ class Bench:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.salt = uuid.uuid4().hex[:6]
+        self.began = time.time()
         self.work = args.work_dir or Path(tempfile.mkdtemp(prefix="millpond-bench-"))
         self.work.mkdir(parents=True, exist_ok=True)
         self.ctx = systems.Ctx(args.bootstrap, self.salt, self.work, args.commit_ms / 1000.0,
@@ -177,15 +207,20 @@ class Bench:
                      "sizes": {"messages": args.messages, "users": args.users,
                                "partitions": args.partitions,
                                "faust_messages": args.faust_messages,
-                               "store_ops": args.store_ops,
-                               "large_records": args.large_records},
+                               "store_ops": args.store_ops, "hot_ops": args.hot_ops,
+                               "large_records": args.large_records,
+                               "skew_messages": args.skew_messages,
+                               "skew_users": args.skew_users,
+                               "skew_exponent": args.skew_exponent, "seed": args.seed,
+                               "rss_messages": args.rss_messages, "rss_users": args.rss_users},
                      "runs": args.runs, "peer_runs": args.peer_runs,
                      "faust_runs": args.faust_runs, "commit_ms": args.commit_ms,
                      "faust_linger_ms": args.faust_linger_ms, "spark_runs": args.spark_runs,
                      "workloads": args.workloads, "systems": args.system_list,
                      "quick": args.quick, "work_dir": str(self.work)},
-            "limits": {}, "count": {}, "restore": {}, "store_micro": None,
-            "spark_rebuild": None, "problems": [],
+            "limits": {}, "count": {}, "skew": {}, "rss": {}, "restore": {},
+            "store_micro": None, "store_hot": None, "spark_rebuild": None,
+            "workload_conditions": {}, "problems": [],
         }
         self.topics: list[str] = []
         self.dataset: data.Dataset | None = None
@@ -214,13 +249,8 @@ class Bench:
         data.create_topic(a.bootstrap, self.input_topic, a.partitions)
         self.topics.append(self.input_topic)
         rate = data.produce(a.bootstrap, self.input_topic, self.dataset)
-        self.results["input"] = {"topic": self.input_topic, "messages": a.messages,
-                                 "users": a.users, "partitions": a.partitions,
-                                 "payload_bytes": self.dataset.payload_bytes,
-                                 "avg_value_bytes": round(sum(len(v) for _, v, _ in
-                                                              self.dataset.records)
-                                                          / a.messages, 1),
-                                 "produce": rate}
+        self.results["input"] = {"topic": self.input_topic,
+                                 **self.dataset.describe(self.ctx.reference), "produce": rate}
         say(f"input {self.input_topic}: {a.messages:,} msgs, "
             f"{rate['msgs_per_s']:,.0f} msg/s produced")
 
@@ -234,25 +264,40 @@ class Bench:
             scratch = f"millpond-bench-produce-{self.salt}-{r}"
             data.create_topic(a.bootstrap, scratch, a.partitions)
             try:
-                produce.append(data.produce(a.bootstrap, scratch, self.dataset))
+                with Conditions() as cond:
+                    rate = data.produce(a.bootstrap, scratch, self.dataset)
+                produce.append({**rate, **cond.fields()})
             finally:
                 data.delete_topics(a.bootstrap, [scratch])
-            consume.append(data.consume_all(a.bootstrap, self.input_topic))
-            consume_json.append(data.consume_all(a.bootstrap, self.input_topic, decode_json=True))
+            consume.append(self._ceiling(self.input_topic))
+            consume_json.append(self._ceiling(self.input_topic, decode_json=True))
             say(f"limits run {r + 1}: produce {produce[-1]['msgs_per_s']:,.0f} msg/s, consume "
                 f"{consume[-1]['msgs_per_s']:,.0f} msg/s, consume+json "
                 f"{consume_json[-1]['msgs_per_s']:,.0f} msg/s")
-        for r in consume + consume_json:
-            if r["records"] != a.messages:
-                self.problem(f"raw consume read {r['records']} records, not {a.messages}")
         self.results["limits"] = {
             "produce_msgs_per_s": summarize([x["msgs_per_s"] for x in produce]),
             "produce_mb_per_s": summarize([x["mb_per_s"] for x in produce]),
-            "consume_msgs_per_s": summarize([x["msgs_per_s"] for x in consume]),
-            "consume_mb_per_s": summarize([x["mb_per_s"] for x in consume]),
-            "consume_json_msgs_per_s": summarize([x["msgs_per_s"] for x in consume_json]),
+            **self._ceilings(consume, consume_json, a.messages),
             "runs": {"produce": produce, "consume": consume, "consume_json": consume_json},
         }
+
+    def _ceiling(self, topic: str, decode_json: bool = False) -> dict[str, Any]:
+        """One raw consume of ``topic`` (with orjson decode when asked), with its conditions."""
+        with Conditions() as cond:
+            out = data.consume_all(self.args.bootstrap, topic, decode_json=decode_json)
+        return {**out, **cond.fields()}
+
+    def _ceilings(self, consume: list[dict[str, Any]], consume_json: list[dict[str, Any]],
+                  messages: int) -> dict[str, Any]:
+        for r in consume + consume_json:
+            if r["records"] != messages:
+                self.problem(f"raw consume read {r['records']} records, not {messages}")
+        import orjson
+
+        return {"consume_msgs_per_s": summarize([x["msgs_per_s"] for x in consume]),
+                "consume_mb_per_s": summarize([x["mb_per_s"] for x in consume]),
+                "consume_json_msgs_per_s": summarize([x["msgs_per_s"] for x in consume_json]),
+                "json_decoder": f"orjson {orjson.__version__} (millpond's json serde)"}
 
     # ---- count -------------------------------------------------------------------------------
     def peer_ready(self, peer: str) -> bool:
@@ -287,39 +332,19 @@ class Bench:
         assert self.input_topic is not None
         a, ctx = self.args, self.ctx
         runs: dict[str, list[dict[str, Any]]] = {}
-        plan: list[tuple[str, str]] = []
-        if "millpond" in a.system_list:
-            plan += [("millpond", g) for g in systems.MILLPOND_GUARANTEES]
-        if "quix" in a.system_list and self.peer_ready("quix"):
-            plan += [("quix", g) for g in systems.QUIX_GUARANTEES]
+        plan = self._plan()
         faust = "faust" in a.system_list and self.peer_ready("faust")
         if faust:
             self.ensure_faust_topic()
         for r in range(a.runs):
             # Interleaved rounds: background load on the shared machine hits every system alike.
-            for system, guarantee in plan:
-                if system != "millpond" and r >= a.peer_runs:
-                    continue
-                key = f"{system} {guarantee}"
-                load = load_average()
-                say(f"count run {r + 1}/{a.runs}: {key} on {a.messages:,} msgs (load {load})")
-                try:
-                    if system == "millpond":
-                        res = systems.millpond_count(ctx, self.input_topic, a.messages, guarantee,
-                                                     str(r), ctx.reference)
-                        if guarantee == "effectively-once" and res.get("correct"):
-                            self.millpond_restore_config = Path(res["config"])
-                    else:
-                        res = systems.quix_count(ctx, self.input_topic, a.messages, guarantee,
-                                                 str(r), ctx.reference)
-                        if guarantee == "at-least-once" and res.get("correct"):
-                            self.quix_restore_spec = res["spec"]
-                except Exception as exc:
-                    res = {"system": system, "guarantee": guarantee, "ok": False,
-                           "error": f"{exc!r}\n{traceback.format_exc()[-1500:]}"}
-                res["load_average_before"] = load
+            for key, res in self._count_round(r, plan, self.input_topic, a.messages,
+                                              ctx.reference, str(r)):
+                if res.get("correct") and key == "millpond effectively-once":
+                    self.millpond_restore_config = Path(res["config"])
+                if res.get("correct") and key == "quix at-least-once":
+                    self.quix_restore_spec = res["spec"]
                 runs.setdefault(key, []).append(res)
-                self._say_run(key, res)
             if faust and r < a.faust_runs:
                 assert self.faust_topic is not None
                 for system in ("faust", "millpond"):
@@ -343,6 +368,112 @@ class Bench:
                     self._say_run(key, res)
         self.results["count"] = {key: self._summarize_runs(rs) for key, rs in runs.items()}
         self._report_bad_runs("count", runs)
+
+    def _plan(self) -> list[tuple[str, str]]:
+        """(system, guarantee) of one round of counts: millpond's three, then Quix's two."""
+        a = self.args
+        plan: list[tuple[str, str]] = []
+        if "millpond" in a.system_list:
+            plan += [("millpond", g) for g in systems.MILLPOND_GUARANTEES]
+        if "quix" in a.system_list and self.peer_ready("quix"):
+            plan += [("quix", g) for g in systems.QUIX_GUARANTEES]
+        return plan
+
+    def _count_round(self, r: int, plan: list[tuple[str, str]], topic: str, messages: int,
+                     reference: dict[str, int], tag: str,
+                     label: str = "") -> list[tuple[str, dict[str, Any]]]:
+        """Round ``r``: one verified count of ``topic`` by each (system, guarantee) of ``plan``
+        (Quix Streams only in the first --peer-runs rounds)."""
+        a, ctx = self.args, self.ctx
+        out = []
+        for system, guarantee in plan:
+            if system != "millpond" and r >= a.peer_runs:
+                continue
+            key = f"{system} {guarantee}"
+            say(f"{label or 'count'} run {r + 1}/{a.runs}: {key} on {messages:,} msgs "
+                f"(load {load_average()})")
+            try:
+                if system == "millpond":
+                    res = systems.millpond_count(ctx, topic, messages, guarantee, tag, reference)
+                else:
+                    res = systems.quix_count(ctx, topic, messages, guarantee, tag, reference)
+            except Exception as exc:
+                res = {"system": system, "guarantee": guarantee, "ok": False,
+                       "error": f"{exc!r}\n{traceback.format_exc()[-1500:]}"}
+            self._say_run(key, res)
+            out.append((key, res))
+        return out
+
+    def _topic(self, kind: str, dataset: data.Dataset) -> str:
+        """A new input topic of this run holding ``dataset``."""
+        a = self.args
+        topic = f"millpond-bench-{kind}-{self.salt}"
+        data.create_topic(a.bootstrap, topic, a.partitions)
+        self.topics.append(topic)
+        rate = data.produce(a.bootstrap, topic, dataset)
+        say(f"input {topic}: {dataset.messages:,} msgs, {rate['msgs_per_s']:,.0f} msg/s produced")
+        return topic
+
+    # ---- skew --------------------------------------------------------------------------------
+    def skew(self) -> None:
+        """The count on Zipf-distributed keys, with that topic's own ceilings, millpond at each
+        guarantee and Quix Streams, in interleaved rounds."""
+        a = self.args
+        say(f"generating {a.skew_messages:,} messages over {a.skew_users:,} Zipf-ranked users "
+            f"(exponent {a.skew_exponent}, seed {a.seed})")
+        began = time.perf_counter()
+        dataset = data.make_dataset(a.skew_messages, a.skew_users, a.partitions,
+                                    zipf=a.skew_exponent, seed=a.seed)
+        reference = dataset.reference()
+        described = dataset.describe(reference)
+        described["generate_s"] = round(time.perf_counter() - began, 1)
+        say(f"skewed input: {described['distinct_users']:,} distinct users, the hottest has "
+            f"{described['hottest_user_share']:.1%} of the messages, the top 100 "
+            f"{described['top_100_users_share']:.1%} (generated in {described['generate_s']} s)")
+        topic = self._topic("skewed", dataset)
+        del dataset  # the reference is all the runs need
+        self.results["skew"] = {"input": {"topic": topic, **described}}
+        plan = self._plan()
+        consume: list[dict[str, Any]] = []
+        consume_json: list[dict[str, Any]] = []
+        runs: dict[str, list[dict[str, Any]]] = {}
+        for r in range(a.runs):
+            consume.append(self._ceiling(topic))
+            consume_json.append(self._ceiling(topic, decode_json=True))
+            say(f"skew ceilings run {r + 1}: consume {consume[-1]['msgs_per_s']:,.0f} msg/s, "
+                f"consume+orjson {consume_json[-1]['msgs_per_s']:,.0f} msg/s")
+            for key, res in self._count_round(r, plan, topic, a.skew_messages, reference,
+                                              f"z{r}", "skew"):
+                runs.setdefault(key, []).append(res)
+        self.results["skew"].update({
+            "limits": {**self._ceilings(consume, consume_json, a.skew_messages),
+                       "runs": {"consume": consume, "consume_json": consume_json}},
+            "count": {key: self._summarize_runs(rs) for key, rs in runs.items()},
+        })
+        self._report_bad_runs("skew", runs)
+
+    # ---- rss ---------------------------------------------------------------------------------
+    def rss(self) -> None:
+        """Peak RSS (and speed) of the millpond count with defaults (effectively-once) on a
+        uniform topic over --rss-users users."""
+        a = self.args
+        if "millpond" not in a.system_list:
+            return
+        say(f"generating {a.rss_messages:,} messages over {a.rss_users:,} users (uniform)")
+        dataset = data.make_dataset(a.rss_messages, a.rss_users, a.partitions)
+        reference = dataset.reference()
+        described = dataset.describe(reference)
+        topic = self._topic("users", dataset)
+        del dataset
+        self.results["rss"] = {"input": {"topic": topic, **described}}
+        key = "millpond effectively-once"
+        runs: list[dict[str, Any]] = []
+        for r in range(a.runs):
+            for _, res in self._count_round(r, [("millpond", "effectively-once")], topic,
+                                            a.rss_messages, reference, f"u{r}", "rss"):
+                runs.append(res)
+        self.results["rss"]["count"] = {key: self._summarize_runs(runs)}
+        self._report_bad_runs("rss", {key: runs})
 
     def _report_bad_runs(self, workload: str, runs: dict[str, list[dict[str, Any]]]) -> None:
         """A problem line for every run that failed or whose result is wrong."""
@@ -518,6 +649,10 @@ class Bench:
                 "stdout": done.stdout[-3000:], "result": json.loads(out.read_text())}
 
     def store(self) -> None:
+        self.store_micro()
+        self.store_hot()
+
+    def store_micro(self) -> None:
         a = self.args
         got = self._script("store_micro", {"--ops": str(a.store_ops), "--value-size": "100",
                                            "--repeat": str(a.runs)}, timeout=1800)
@@ -529,6 +664,20 @@ class Bench:
             got[side] = {m: summarize([r[m] for r in runs if m in r])
                          for m in ("put_per_s", "put_incl_flush_per_s", "get_per_s")}
         self.results["store_micro"] = got
+
+    def store_hot(self) -> None:
+        """Put and get of one hot key: millpond's cached store beside raw rocksdict."""
+        a = self.args
+        got = self._script("store_hot", {"--ops": str(a.hot_ops), "--repeat": str(a.runs)},
+                           timeout=1800)
+        if got is None:
+            return
+        res = got["result"]
+        for side in ("raw_rocksdict", "millpond"):
+            runs = res.get(f"{side}_runs") or []
+            got[side] = {m: summarize([r[m] for r in runs if m in r])
+                         for m in ("put_per_s", "get_per_s", "increment_per_s")}
+        self.results["store_hot"] = got
 
     def spark(self) -> None:
         a = self.args
@@ -560,27 +709,49 @@ class Bench:
         a = self.args
         say(f"workloads {a.workloads}, systems {a.system_list}, runs {a.runs}, "
             f"work dir {self.work}")
-        steps = {"limits": self.limits, "count": self.count, "restore": self.restore,
-                 "store": self.store, "spark": self.spark}
+        steps = {"limits": self.limits, "count": self.count, "skew": self.skew,
+                 "rss": self.rss, "restore": self.restore, "store": self.store,
+                 "spark": self.spark}
         try:
             for w in WORKLOADS:
                 if w in a.workloads:
                     began = time.time()
-                    try:
-                        steps[w]()
-                    except Exception as exc:
-                        self.problem(f"workload {w} crashed: {exc!r}\n"
-                                     f"{traceback.format_exc()[-2000:]}")
-                    self.results.setdefault("workload_seconds", {})[w] = round(
-                        time.time() - began, 1)
+                    with Conditions() as cond:
+                        try:
+                            steps[w]()
+                        except Exception as exc:
+                            self.problem(f"workload {w} crashed: {exc!r}\n"
+                                         f"{traceback.format_exc()[-2000:]}")
+                    seconds = round(time.time() - began, 1)
+                    self.results.setdefault("workload_seconds", {})[w] = seconds
+                    self.results["workload_conditions"][w] = {
+                        "seconds": seconds, **cond.fields(),
+                        "load_average_after": load_average()}
         finally:
-            machine = self.results["meta"]["machine"]
+            meta = self.results["meta"]
+            machine = meta["machine"]
             machine["load_average_end"] = load_average()
             machine["cpu_steal_percent"] = steal_percent(machine.pop("cpu_ticks_start"),
                                                          cpu_ticks())
+            meta["seconds"] = round(time.time() - self.began, 1)
+            # Now, not at start: a fresh machine creates the peers' virtualenvs mid-run.
+            meta["versions"] = versions()
+            meta["peer_versions"] = self.peer_versions()
             if not a.keep:
                 self.cleanup()
         return self.results
+
+    def peer_versions(self) -> dict[str, dict[str, Any]]:
+        """The versions each peer reported from inside its runs (what actually ran)."""
+        out: dict[str, dict[str, Any]] = {}
+        r = self.results
+        entries = [*r["count"].values(), *(r.get("skew") or {}).get("count", {}).values(),
+                   *r["restore"].values()]
+        for entry in entries:
+            for run in entry.get("runs", []):
+                if run.get("system") in ("quix", "faust") and run.get("versions"):
+                    out.setdefault(run["system"], run["versions"])
+        return out
 
     def cleanup(self) -> None:
         try:
@@ -595,12 +766,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     bench = Bench(args)
     results = bench.run()
-    results["targets"] = report.targets(results)
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    write_json(args.out_dir / "results.json", results)
-    (args.out_dir / "results.md").write_text(report.markdown(results))
-    say(f"wrote {args.out_dir / 'results.json'} and {args.out_dir / 'results.md'}")
-    print(report.markdown(results))
+    paths = report.write_all(results, args.out_dir)
+    print(paths[1].read_text())
+    say("wrote " + ", ".join(str(p) for p in paths) + f"; paste {paths[2].name} into the "
+        "README's Benchmarks section")
     return 1 if any("WRONG" in p for p in results["problems"]) else 0
 
 

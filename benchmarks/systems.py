@@ -181,7 +181,8 @@ def restore_rows(stdout: str) -> list[dict[str, Any]]:
 
 def _child_fields(child: Child) -> dict[str, Any]:
     return {"returncode": child.returncode, "process_wall_s": child.wall_s,
-            "cpu_s": child.cpu_s, "maxrss_mb": child.maxrss_mb, "timed_out": child.timed_out}
+            "cpu_s": child.cpu_s, "maxrss_mb": child.maxrss_mb, "timed_out": child.timed_out,
+            "load_average_before": child.load_before, "cpu_steal_percent": child.steal_percent}
 
 
 # ---- peers ---------------------------------------------------------------------------------
@@ -249,6 +250,7 @@ def quix_count(ctx: Ctx, topic: str, messages: int, guarantee: str, tag: str,
         return {**result, "ok": False, "error": f"exit {child.returncode}: {child.tail()}"}
     result.update(_rates(messages, child.started, out.get("first_message"), out["ended"]))
     result["in_process_cpu_s"] = out.get("cpu_s")
+    result["versions"] = out.get("versions")  # as the peer's own interpreter reports them
     result.update(compare(quix_dump(ctx, spec, run_dir), reference))
     result["ok"] = True
     return result
@@ -273,7 +275,7 @@ def quix_recover(ctx: Ctx, spec: dict[str, Any], tag: str,
         return {**result, "ok": False, "error": f"exit {child.returncode}: {out} {child.tail()}"}
     result.update({"restore_s": out["recovery_done"] - out["recovery_began"],
                    "wall_to_done_s": out["recovery_done"] - child.started,
-                   "recoveries": out.get("recoveries")})
+                   "recoveries": out.get("recoveries"), "versions": out.get("versions")})
     result.update(compare(quix_dump(ctx, spec, run_dir), reference))
     result["ok"] = True
     return result
@@ -298,6 +300,7 @@ def faust_count(ctx: Ctx, topic: str, messages: int, partitions: int, tag: str,
                 "error": f"exit {child.returncode}, processed {out.get('processed')}: "
                          f"{child.tail()}"}
     end = out.get("stopped") or out["ended"]
+    result["versions"] = out.get("versions")
     result.update(_rates(messages, child.started, out.get("first_message"), end))
     result["last_message_s"] = ((out["last_message"] - out["first_message"])
                                 if out.get("last_message") and out.get("first_message")

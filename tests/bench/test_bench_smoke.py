@@ -1,8 +1,10 @@
 """Smoke test of the benchmark harness: `benchmarks.run --quick` counts correctly and reports.
 
-It times nothing: it checks that `python -m benchmarks.run` produces its input, runs the
-millpond count at every guarantee, verifies each final state against the reference and
-writes results.json / results.md (in a temp dir, never over benchmarks/results.*).
+It times nothing: it checks that `python -m benchmarks.run` produces its inputs, measures the
+raw consume and consume + JSON-decode ceilings, runs the millpond count at every guarantee on
+the uniform topic and on the skewed (Zipf) topic (20k messages over 10k users), and the
+peak-RSS count over 10k users, verifies each final state against the reference and writes
+results.json, results.md and readme-table.md (in a temp dir, never over benchmarks/results.*).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks import data, report
 from tests.kafka_util import REPO
 
 pytestmark = pytest.mark.kafka
@@ -21,24 +24,77 @@ pytestmark = pytest.mark.kafka
 GUARANTEES = ("at-least-once", "effectively-once", "exactly-once")
 
 
-def test_quick_count_writes_correct_results(kafka_bootstrap: str, tmp_path: Path) -> None:
+def _good(entry: dict, messages: int, keys: int) -> None:
+    assert entry["good_runs"] == 1 and not entry["wrong"] and not entry["failed"], entry
+    run = entry["runs"][0]
+    assert run["correct"] is True
+    assert run["total"] == messages and run["keys"] == keys
+    assert run["msgs_per_s"] > 0 and run["cpu_s"] > 0 and run["maxrss_mb"] > 10
+    assert "cpu_steal_percent" in run and len(run["load_average_before"]) == 3
+
+
+def test_quick_run_writes_correct_results(kafka_bootstrap: str, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "benchmarks.run", "--quick", "--runs", "1", "--only", "count",
-           "--systems", "millpond", "--bootstrap", kafka_bootstrap, "--out-dir", str(out),
+    cmd = [sys.executable, "-m", "benchmarks.run", "--quick", "--runs", "1",
+           "--only", "limits,count,skew,rss", "--systems", "millpond",
+           "--bootstrap", kafka_bootstrap, "--out-dir", str(out),
            "--work-dir", str(tmp_path / "work")]
-    done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=240)
+    done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
     results = json.loads((out / "results.json").read_text())
     assert results["problems"] == [], results["problems"]
-    assert results["meta"]["sizes"]["messages"] == 20_000
+    sizes = results["meta"]["sizes"]
+    assert sizes["messages"] == 20_000
+    assert (sizes["skew_messages"], sizes["skew_users"], sizes["skew_exponent"]) == (
+        20_000, 10_000, 1.1)
+
+    # Ceilings: raw consume and consume + orjson decode, every record read.
+    limits = results["limits"]
+    for ceiling in ("consume", "consume_json"):
+        assert all(r["records"] == 20_000 for r in limits["runs"][ceiling])
+        assert limits[f"{ceiling}_msgs_per_s"]["median"] > 0
+    assert limits["json_decoder"].startswith("orjson")
+
     for guarantee in GUARANTEES:
-        entry = results["count"][f"millpond {guarantee}"]
-        assert entry["good_runs"] == 1 and not entry["wrong"] and not entry["failed"], entry
-        run = entry["runs"][0]
-        assert run["correct"] is True
-        assert run["total"] == 20_000 and run["keys"] == 2_000
-        assert run["msgs_per_s"] > 0 and run["cpu_s"] > 0
+        _good(results["count"][f"millpond {guarantee}"], 20_000, 2_000)
+
+    # The skewed topic: its keys are the seeded Zipf draw, counted exactly at every guarantee.
+    skew = results["skew"]
+    expected = data.make_dataset(20_000, 10_000, 4, zipf=1.1, seed=14).describe()
+    for field in ("distinct_users", "hottest_user_share", "messages_per_partition"):
+        assert skew["input"][field] == expected[field], field
+    assert skew["input"]["distinct_users"] < 10_000
+    assert skew["input"]["hottest_user_share"] > 0.05  # hot keys
+    for ceiling in ("consume", "consume_json"):
+        assert all(r["records"] == 20_000 for r in skew["limits"]["runs"][ceiling])
+    for guarantee in GUARANTEES:
+        _good(skew["count"][f"millpond {guarantee}"], 20_000, expected["distinct_users"])
+
+    rss = results["rss"]
+    assert rss["input"]["users"] == 10_000
+    _good(rss["count"]["millpond effectively-once"], 20_000, 10_000)
+
+    assert set(results["workload_conditions"]) == {"limits", "count", "skew", "rss"}
+    assert results["meta"]["machine"]["cpu_steal_percent"] is not None
+
+    names = {t["target"]: t for t in results["targets"]}
+    for guarantee in ("at-least-once", "effectively-once"):
+        for prefix in ("", "skewed (Zipf 1.1): "):
+            for what in ("25% of raw consume", "60% of consume + JSON decode"):
+                t = names[f"{prefix}count ({guarantee}) >= {what}"]
+                assert t["status"] in ("pass", "miss") and t["value"] > 0
+    rss_target = next(t for t in results["targets"] if "peak RSS <=" in t["target"])
+    assert rss_target["goal"] == pytest.approx(253.5) and rss_target["value"] > 10
+    assert any(t["status"] == "info" and "10,000 users" in t["target"]
+               for t in results["targets"])
+
     markdown = (out / "results.md").read_text()
     assert "count: millpond exactly-once" in markdown
+    assert "skewed count: millpond exactly-once" in markdown
     assert "**WRONG**" not in markdown and "FAILED" not in markdown
+    table = (out / "readme-table.md").read_text()
+    assert table.startswith(report.README_BEGIN) and table.rstrip().endswith(report.README_END)
+    assert table.count("| workload |") == 1  # one table
+    assert "Zipf 1.1" in table and "CPU steal" in table and "load average" in table
+    assert results["meta"]["command"] in table

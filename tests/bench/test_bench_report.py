@@ -1,0 +1,111 @@
+"""The harness's pieces that need no broker: input generation, version report, README block."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from benchmarks import data, report
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def test_zipf_keys_are_deterministic_and_skewed() -> None:
+    a = data.zipf_users(50_000, 10_000, 1.1, seed=14)
+    assert a == data.zipf_users(50_000, 10_000, 1.1, seed=14)
+    assert a != data.zipf_users(50_000, 10_000, 1.1, seed=15)
+    assert all(0 <= u < 10_000 for u in a)
+    counts = sorted(Counter(a).values(), reverse=True)
+    # Zipf 1.1 over 10k ranks: the hottest key has ~1/H(10k, 1.1) ~ 15% of the draws.
+    assert 0.12 < counts[0] / len(a) < 0.18
+    assert counts[0] > 1.8 * counts[1]  # rank 2 has 2^-1.1 of rank 1's weight
+    assert len(counts) < 10_000  # a long tail, part of it never drawn
+
+
+def test_dataset_values_are_the_compact_json_they_always_were() -> None:
+    d = data.make_dataset(2_000, 300, 4)
+    for i in (0, 1, 299, 1_999):
+        key, value, partition = d.records[i]
+        user = f"user-{(i * 7919) % 300:06d}"
+        assert key == user.encode() and partition == int(user[5:]) % 4
+        assert json.loads(value) == {"user_id": user, "page": data.PAGES[i % 7],
+                                     "ts": data.TS0 + i, "session": f"s-{(i * 31) % 999_983:06d}",
+                                     "seq": i}
+        assert value == json.dumps(json.loads(value), separators=(",", ":")).encode()
+    assert set(d.reference().values()) in ({6, 7}, {7, 6})
+
+
+def test_skewed_dataset_reference_and_description() -> None:
+    d = data.make_dataset(20_000, 10_000, 4, zipf=1.1, seed=14)
+    ref = d.reference()
+    desc = d.describe(ref)
+    assert sum(ref.values()) == 20_000 and desc["distinct_users"] == len(ref)
+    assert sum(desc["messages_per_partition"]) == 20_000
+    assert desc["key_distribution"] == "zipf 1.1" and desc["seed"] == 14
+    for key, value, partition in d.records[:100]:
+        assert json.loads(value)["user_id"] == key.decode()
+        assert partition == int(key[5:]) % 4
+
+
+def _old_results() -> dict:
+    return json.loads((BENCH / "results.json").read_text())
+
+
+def test_versions_of_peers_that_ran_come_from_their_own_runs() -> None:
+    meta = {"versions": {"python": "3.11.7", "quixstreams": None, "faust-streaming": None},
+            "systems": ["millpond", "quix", "faust"], "workloads": ["count"],
+            "peer_versions": {"quix": {"quixstreams": "3.28.1", "confluent-kafka": "2.12.2"}}}
+    text = report.versions_text(meta)
+    assert "quixstreams 3.28.1 (confluent-kafka 2.12.2" in text
+    assert "faust-streaming not installed (it did not run)" in text
+    meta["systems"] = ["millpond"]
+    meta["peer_versions"] = {}
+    text = report.versions_text(meta)
+    assert "quixstreams" not in text and "faust" not in text  # not run: not listed
+    # Results written before peer_versions existed: the venv lookup is used.
+    old = _old_results()["meta"]
+    assert "quixstreams 3.28.1" in report.versions_text(old)
+    assert "faust-streaming 0.15.3" in report.versions_text(old)
+
+
+@pytest.mark.parametrize("name", ["results.json", "results-restore.json"])
+def test_report_renders_results_of_earlier_runs(name: str) -> None:
+    results = json.loads((BENCH / name).read_text())
+    results["targets"] = report.targets(results)
+    assert "| figure |" in report.markdown(results)
+    table = report.readme_table(results)
+    assert table.count("| workload |") == 1
+
+
+def test_readme_table_has_peers_beside_millpond_and_targets() -> None:
+    results = _old_results()
+    results["targets"] = report.targets(results)
+    table = report.readme_table(results)
+    lines = table.splitlines()
+    assert lines[0] == report.README_BEGIN and lines[-1] == report.README_END
+    assert results["meta"]["command"] in table and "CPU steal" in table
+    alo = next(line for line in lines if line.startswith("| count, 1M msgs, 100k users uniform"))
+    cells = [c.strip() for c in alo.strip("|").split("|")]
+    assert cells[1].startswith("34,523 msg/s") and cells[2].startswith("10,196 msg/s")
+    assert ">= 8x Quix (at-least-once): 3.22x **miss**" in cells[5]
+    assert ">= 25% of raw consume: 28% pass" in cells[5]
+    eo = next(line for line in lines if "effectively-once (default)" in line)
+    assert "peak RSS <= 253.5 MB: 139 MB pass" in eo
+    faust = next(line for line in lines if "Faust's size" in line)
+    assert "846 msg/s" in faust and ">= 3x Faust" in faust
+    # Every target lands in some row of the one table.
+    for t in results["targets"]:
+        assert t["short"] in table
+
+
+def test_write_all_writes_the_three_files(tmp_path: Path) -> None:
+    results = copy.deepcopy(_old_results())
+    paths = report.write_all(results, tmp_path)
+    assert [p.name for p in paths] == ["results.json", "results.md", "readme-table.md"]
+    again = json.loads(paths[0].read_text())
+    assert again["targets"] == json.loads(json.dumps(results["targets"]))
+    assert report.main([str(paths[0])]) == 0
