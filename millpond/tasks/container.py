@@ -207,8 +207,8 @@ class Container:
         assert self.opener is not None and self.consumer is not None
         t = failure.task
         hold = REOPEN_HOLD_S if failure.membership else 0.0
-        log.warning("task %s: commit abandoned, nothing of it is visible (%s); closing it and "
-                    "reopening from its last commit%s", t.name, failure.error,
+        log.warning("transaction of task %s aborted, nothing of it is visible (%s); "
+                    "restoring it from the checkpoint%s", t.name, failure.error,
                     " after the next rebalance" if hold else "")
         self._close_task(t.partition)
         self.consumer.pause(self._inputs_of([t.partition]))
