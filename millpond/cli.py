@@ -222,9 +222,9 @@ def changelog_describe(config_path: Path, overrides: tuple[str, ...], store: str
     import dataclasses
     import json
 
-    from millpond.tasks import offline
+    from millpond.tasks import describe
 
-    rows, settings = offline.describe(_job(config_path, overrides), store)
+    rows, settings = describe.describe(_job(config_path, overrides), store)
     if fmt == "json":
         click.echo(json.dumps({"topics": settings, "partitions": [
             {**dataclasses.asdict(r), "lag": r.lag} for r in rows]}, indent=2))
@@ -268,9 +268,9 @@ def _emit(rows: Any, raw: bool = False) -> None:
 def store_get(config_path: Path, overrides: tuple[str, ...], store_name: str, partition: int,
               keys: tuple[str, ...]) -> None:
     """Print the values of KEYS (null when absent)."""
-    from millpond.tasks import offline
+    from millpond.tasks import describe
 
-    _emit(offline.read_store(_job(config_path, overrides), store_name, [partition], list(keys)))
+    _emit(describe.read_store(_job(config_path, overrides), store_name, [partition], list(keys)))
 
 
 @store.command("dump")
@@ -284,10 +284,10 @@ def store_get(config_path: Path, overrides: tuple[str, ...], store_name: str, pa
 def store_dump(config_path: Path, overrides: tuple[str, ...], store_name: str,
                partitions: tuple[int, ...], raw: bool) -> None:
     """Print every entry, in key order per partition."""
-    from millpond.tasks import offline
+    from millpond.tasks import describe
 
-    _emit(offline.read_store(_job(config_path, overrides), store_name, list(partitions) or None,
-                             raw=raw), raw)
+    _emit(describe.read_store(_job(config_path, overrides), store_name,
+                              list(partitions) or None, raw=raw), raw)
 
 
 @store.command("range")
@@ -300,10 +300,10 @@ def store_dump(config_path: Path, overrides: tuple[str, ...], store_name: str,
 def store_range(config_path: Path, overrides: tuple[str, ...], store_name: str, partition: int,
                 start: str | None, end: str | None) -> None:
     """Print entries with START <= key < END (by serialized key order)."""
-    from millpond.tasks import offline
+    from millpond.tasks import describe
 
-    _emit(offline.read_store(_job(config_path, overrides), store_name, [partition],
-                             start=start, end=end))
+    _emit(describe.read_store(_job(config_path, overrides), store_name, [partition],
+                              start=start, end=end))
 
 
 @main.group()

@@ -1,16 +1,17 @@
 """The container: hosts the tasks of the input partitions this process owns.
 
 Every process of a job joins one consumer group (cooperative-sticky) on the job's first
-input; task N also reads partition N of every other input. The container wires the parts
-and owns the group membership:
+input; task N also reads partition N of every other input. The container wires the parts:
 
 * :mod:`millpond.tasks.loading` imports the task and listener classes;
 * :func:`millpond.changelog.admin.check_job_topics` checks and creates topics;
-* the rebalance callbacks below only record and pause what was assigned; tasks are opened
-  (producer init, checkpoint, restore) by :mod:`millpond.tasks.opening` inside
+* :mod:`millpond.tasks.membership`'s rebalance callbacks only record and pause what was
+  assigned; tasks are opened (producer init, checkpoint, restore) by
+  :mod:`millpond.tasks.opening` inside
 * :mod:`millpond.tasks.runloop`, which polls, dispatches, windows and commits through
 * :mod:`millpond.tasks.commit` (one transaction per task, fenced by the group generation);
-* :mod:`millpond.tasks.deadletter` decides what a failed message does.
+* :mod:`millpond.tasks.deadletter` decides what a failed message does;
+* :mod:`millpond.tasks.streams` builds the streams' serdes.
 
 A task whose commit fails as an ordinary event (fenced by a new owner, refused by the
 group, aborted) is closed without committing and reopened after the next rebalance if it
@@ -32,16 +33,17 @@ from millpond.changelog.checkpoint import checkpoint_topic
 from millpond.changelog.guarantees import STATE_ISOLATION, Guarantee
 from millpond.changelog.producer import log_client_error
 from millpond.changelog.restore import FETCH_QUEUE_BACKOFF_MS, RestoreListener, restore_consumer
-from millpond.config import Config, StreamRef
-from millpond.serdes import build_serde
+from millpond.config import Config
 from millpond.tasks.commit import CommitFailure, CommitProtocol
 from millpond.tasks.deadletter import DeadLetterPolicy
 from millpond.tasks.errors import MessageError, TaskConfigError, TaskError
 from millpond.tasks.instance import TaskInstance, log_task_summary
 from millpond.tasks.loading import load_restore_listener, load_task_class
+from millpond.tasks.membership import Membership
 from millpond.tasks.opening import REOPEN_HOLD_S, OpenContext, TaskOpener, open_task
 from millpond.tasks.runloop import RunLoop
 from millpond.tasks.storage import serdes_for
+from millpond.tasks.streams import StreamSerdes
 
 log = logging.getLogger("millpond.container")
 
@@ -69,7 +71,6 @@ class Container:
         if not bootstrap:
             raise TaskConfigError("systems.kafka.bootstrap.servers is not set")
         self._fatal: KafkaError | None = None
-        self._callback_error: BaseException | None = None
         self.client_conf: dict[str, Any] = {"bootstrap.servers": bootstrap,
                                             "error_cb": self._on_client_error}
         self.consumer_conf = {**self.client_conf, **(system.consumer if system else {})}
@@ -80,7 +81,7 @@ class Container:
         self.group_id = f"{job.name}-{job.id}"
         self.checkpoint_topic = checkpoint_topic(job.name, job.id)
         self.tasks: dict[int, TaskInstance] = {}
-        self._serdes: dict[str, tuple[Any, Any]] = {}
+        self.serdes = StreamSerdes(config)
         self._signals = 0
         self.on_error = DeadLetterPolicy(config, lambda p: self.tasks[p].producer)
         self.consumer: Consumer | None = None
@@ -88,6 +89,7 @@ class Container:
         self.opener: TaskOpener | None = None
         self.loop: RunLoop | None = None
         self.committer: CommitProtocol | None = None
+        self.membership: Membership | None = None
 
     def _on_client_error(self, err: KafkaError) -> None:
         log_client_error(err)
@@ -96,73 +98,12 @@ class Container:
 
     def _check(self) -> None:
         """Raise what a callback could not: a fatal client error, a failed rebalance step."""
-        if self._callback_error is not None:
-            error, self._callback_error = self._callback_error, None
+        if self.membership is not None and self.membership.error is not None:
+            error, self.membership.error = self.membership.error, None
             raise error
         if self._fatal is not None:
             raise TaskError(f"fatal Kafka client error, stopping: {self._fatal.str()} "
                             "(state is safe: the next start restores from the checkpoint)")
-
-    # ---- serdes ---------------------------------------------------------------------
-    def _stream_serdes(self, ref: StreamRef) -> tuple[Any, Any]:
-        names = self.config.stream_serdes(ref)
-        out = []
-        for kind, name in zip(("key", "msg"), names, strict=True):
-            key = f"systems.{ref.system}.streams.{ref.topic}.samza.{kind}.serde"
-            out.append(build_serde(self.config.serde_spec(name, key)) if name else None)
-        return out[0], out[1]
-
-    def _input_serdes(self, topic: str) -> tuple[Any, Any]:
-        hit = self._serdes.get(topic)
-        if hit is None:
-            hit = self._serdes[topic] = self._stream_serdes(StreamRef("kafka", topic))
-        return hit
-
-    # ---- group membership -------------------------------------------------------------
-    def _inputs_of(self, partitions: list[int]) -> list[TopicPartition]:
-        return [TopicPartition(t, p) for p in partitions for t in self.inputs]
-
-    def _guarded(self, callback: Any) -> Any:
-        """Run a rebalance callback; keep its exception for the loop to raise (an exception
-        escaping a librdkafka callback is reported later as an unrelated error)."""
-        def run(consumer: Consumer, partitions: list[TopicPartition]) -> None:
-            try:
-                callback(consumer, sorted(p.partition for p in partitions))
-            except BaseException as exc:  # noqa: BLE001 - re-raised by _check()
-                if self._callback_error is None:
-                    self._callback_error = exc
-        return run
-
-    def _on_assign(self, consumer: Consumer, partitions: list[int]) -> None:
-        assert self.opener is not None
-        tps = self._inputs_of(partitions)
-        consumer.incremental_assign(tps)
-        consumer.pause(tps)
-        for p in partitions:
-            self.opener.add(p)
-        self.opener.release_holds()
-        log.info("assigned partitions %s", partitions)
-
-    def _on_revoke(self, consumer: Consumer, partitions: list[int]) -> None:
-        assert self.opener is not None
-        log.info("revoking partitions %s", partitions)
-        ready = [self.tasks[p] for p in partitions if p in self.tasks]
-        if ready:
-            self.commit(ready)
-        self._forget(consumer, partitions)
-
-    def _on_lost(self, consumer: Consumer, partitions: list[int]) -> None:
-        log.warning("partitions %s were lost to another member; closing without commit",
-                    partitions)
-        self._forget(consumer, partitions)
-
-    def _forget(self, consumer: Consumer, partitions: list[int]) -> None:
-        assert self.opener is not None
-        for p in partitions:
-            self.opener.drop(p)
-            self._close_task(p)
-        self.opener.release_holds()
-        consumer.incremental_unassign(self._inputs_of(partitions))
 
     # ---- tasks --------------------------------------------------------------------------
     def _activate(self, instance: TaskInstance) -> None:
@@ -204,14 +145,14 @@ class Container:
                 self._commit_failed(failure)
 
     def _commit_failed(self, failure: CommitFailure) -> None:
-        assert self.opener is not None and self.consumer is not None
+        assert self.opener and self.consumer and self.membership
         t = failure.task
         hold = REOPEN_HOLD_S if failure.membership else 0.0
         log.warning("transaction of task %s aborted, nothing of it is visible (%s); "
                     "restoring it from the checkpoint%s", t.name, failure.error,
                     " after the next rebalance" if hold else "")
         self._close_task(t.partition)
-        self.consumer.pause(self._inputs_of([t.partition]))
+        self.consumer.pause(self.membership.inputs_of([t.partition]))
         self.opener.add(t.partition, hold)
 
     # ---- the loop ---------------------------------------------------------------------
@@ -240,6 +181,8 @@ class Container:
         self.restore_consumer = restore_consumer(self.consumer_conf, STATE_ISOLATION)
         context = self._open_context()
         self.opener = TaskOpener(lambda p: open_task(context, p))
+        self.membership = Membership(self.inputs, self.tasks, self.opener, self.commit,
+                                     self._close_task)
         conf = {
             "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS,
             **self.consumer_conf, "group.id": self.group_id,
@@ -253,14 +196,12 @@ class Container:
         job = self.config.job
         self.loop = RunLoop(
             self.consumer, self.tasks, self.opener, inputs=self.inputs, commit=self.commit,
-            activate=self._activate, on_error=self.on_error, serdes_of=self._input_serdes,
+            activate=self._activate, on_error=self.on_error, serdes_of=self.serdes.of_input,
             check=self._check, commit_every_s=job.commit_ms / 1000.0,
             window_every_s=job.window_ms / 1000.0 if job.window_ms > 0 else 0.0,
             bounded=self.bounded, status_every_s=self.status_every, task_count=task_count,
             end_grace_s=int(conf.get("heartbeat.interval.ms", 3000)) / 1000.0 + 1.0)
-        self.consumer.subscribe([self.inputs[0]], on_assign=self._guarded(self._on_assign),
-                                on_revoke=self._guarded(self._on_revoke),
-                                on_lost=self._guarded(self._on_lost))
+        self.membership.subscribe(self.consumer)
         try:
             try:
                 self.loop.run()
@@ -276,7 +217,7 @@ class Container:
         assert self.restore_consumer is not None
         return OpenContext(
             self.config, self.guarantee, self.task_class, self.inputs, self.producer_conf,
-            self.group_id, self.checkpoint_topic, self.restore_consumer, self._stream_serdes,
+            self.group_id, self.checkpoint_topic, self.restore_consumer, self.serdes.of,
             self.listener)
 
     def lag(self) -> dict[str, int]:

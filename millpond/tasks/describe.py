@@ -1,0 +1,138 @@
+"""Looking at a stopped job's state: ``changelog describe`` and ``store get|range|dump``.
+
+Reads take the same store lock as a running task, so they refuse a store a job has open.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import TopicPartition
+
+from millpond.changelog import local
+from millpond.changelog.admin import store_topic
+from millpond.changelog.checkpoint import read_offset_file, task_name
+from millpond.changelog.errors import CheckpointError
+from millpond.tasks.offline import Job
+from millpond.tasks.storage import open_engine, serdes_for
+
+
+@dataclass
+class PartitionInfo:
+    """One row of ``changelog describe``."""
+
+    store: str
+    topic: str
+    partition: int
+    low: int
+    high: int
+    local_offset: int | None
+    checkpointed: int | None
+
+    @property
+    def lag(self) -> int | None:
+        """Changelog records the local store has not applied."""
+        return None if self.local_offset is None else max(0, self.high - 1 - self.local_offset)
+
+
+def describe(job: Job, store: str | None = None) -> tuple[list[PartitionInfo], dict[str, dict[str, str]]]:
+    """Per store partition: watermarks, the local OFFSET and the checkpointed offset."""
+    rows: list[PartitionInfo] = []
+    settings: dict[str, dict[str, str]] = {}
+    checkpoints = job.checkpoints()
+    consumer = job.consumer()
+    try:
+        for cfg in job.stores(store):
+            if cfg.changelog is None:
+                continue
+            topic = store_topic(job.config, cfg)
+            conf = job.admin.topic_config(topic)
+            settings[topic] = {k: conf[k] for k in ("cleanup.policy", "min.compaction.lag.ms",
+                                                    "segment.bytes", "retention.ms") if k in conf}
+            for p in job.partitions(cfg):
+                low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+                live = local.store_dir(job.config.job.logged_store_base_dir,
+                                       job.config.job.name, cfg.name, p)
+                so = read_offset_file_quiet(live)
+                ckpt = checkpoints.get(task_name(p))
+                rows.append(PartitionInfo(cfg.name, topic, p, int(low), int(high),
+                                          so.offset if so else None,
+                                          ckpt.changelogs.get(cfg.name) if ckpt else None))
+    finally:
+        consumer.close()
+    return rows, settings
+
+
+def read_store(
+    job: Job, store: str, partitions: list[int] | None = None, keys: list[str] | None = None,
+    start: str | None = None, end: str | None = None, raw: bool = False,
+) -> Iterator[tuple[int, Any, Any]]:
+    """Yield (partition, key, value) of a stopped job's local store, decoded with its serdes
+    (or as raw bytes with ``raw``)."""
+    cfg = job.store(store)
+    key_serde, msg_serde = serdes_for(job.config, cfg)
+    if raw:
+        from millpond.serdes.builtins import BytesSerde
+
+        msg_serde = BytesSerde()
+    parts = partitions if partitions is not None else job.partitions(cfg)
+    for p in parts:
+        live = local.store_dir(job.config.job.logged_store_base_dir, job.config.job.name,
+                               cfg.name, p)
+        if not live.exists():
+            continue
+        lock = local.StoreLock(live)
+        lock.acquire()
+        if read_offset_file_quiet(live) is None:
+            warnings.warn(
+                f"{live} holds writes after the last commit (the job stopped uncleanly); "
+                "run `millpond restore` first to see the committed state", stacklevel=2)
+        engine = open_engine(cfg, live)
+        try:
+            if keys is not None:
+                for text in keys:
+                    key = _parse_key(key_serde, text)
+                    raw = engine.get(key_serde.to_bytes(key))
+                    yield p, key, None if raw is None else msg_serde.from_bytes(raw)
+                continue
+            if start is not None or end is not None:
+                lo = key_serde.to_bytes(_parse_key(key_serde, start)) if start is not None else b""
+                hi = key_serde.to_bytes(_parse_key(key_serde, end)) if end is not None else b"\xff" * 64
+                it = engine.range(lo, hi)
+            else:
+                it = engine.all()
+            with it:
+                for k, v in it:
+                    yield p, k if raw else key_serde.from_bytes(k), msg_serde.from_bytes(v)
+        finally:
+            engine.close()
+            lock.release()
+
+
+def read_offset_file_quiet(live: Any) -> Any:
+    try:
+        return read_offset_file(live)
+    except CheckpointError:
+        return None
+
+
+def _parse_key(serde: Any, text: str) -> Any:
+    """Turn a command-line key into the serde's type (numbers for integer/long serdes)."""
+    name = getattr(serde, "name", "")
+    if name in ("integer", "long"):
+        return int(text)
+    if name == "double":
+        return float(text)
+    if name == "bytes":
+        return text.encode()
+    if name == "json":
+        import json
+
+        try:
+            return json.loads(text)
+        except ValueError:
+            return text
+    return text
