@@ -142,3 +142,18 @@ def latest_by_key(records: Iterable[Any]) -> dict[bytes, bytes | None]:
     for msg in records:
         latest[msg.key()] = msg.value()
     return latest
+
+
+def wait_for_line(proc: subprocess.Popen[str], needle: str, timeout: float = 60) -> list[str]:
+    """Read ``proc``'s output until a line contains ``needle``; the lines read so far."""
+    assert proc.stdout is not None
+    lines: list[str] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if needle in line:
+            return lines
+    raise AssertionError(f"{needle!r} not seen:\n{''.join(lines[-30:])}")

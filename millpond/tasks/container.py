@@ -40,7 +40,7 @@ from millpond.tasks.errors import MessageError, TaskConfigError, TaskError
 from millpond.tasks.instance import TaskInstance, log_task_summary
 from millpond.tasks.loading import load_restore_listener, load_task_class
 from millpond.tasks.membership import Membership
-from millpond.tasks.opening import REOPEN_HOLD_S, OpenContext, TaskOpener, open_task
+from millpond.tasks.opening import OpenContext, TaskOpener, open_task, reopen_hold_s
 from millpond.tasks.runloop import RunLoop
 from millpond.tasks.storage import serdes_for
 from millpond.tasks.streams import StreamSerdes
@@ -147,7 +147,7 @@ class Container:
     def _commit_failed(self, failure: CommitFailure) -> None:
         assert self.opener and self.consumer and self.membership
         t = failure.task
-        hold = REOPEN_HOLD_S if failure.membership else 0.0
+        hold = self.opener.hold_s if failure.membership else 0.0
         log.warning("transaction of task %s aborted, nothing of it is visible (%s); "
                     "restoring it from the checkpoint%s", t.name, failure.error,
                     " after the next rebalance" if hold else "")
@@ -180,7 +180,8 @@ class Container:
                                       self.checkpoint_topic, self.on_error.topic)
         self.restore_consumer = restore_consumer(self.consumer_conf, STATE_ISOLATION)
         context = self._open_context()
-        self.opener = TaskOpener(lambda p: open_task(context, p))
+        self.opener = TaskOpener(lambda p: open_task(context, p),
+                                 reopen_hold_s(self.consumer_conf))
         self.membership = Membership(self.inputs, self.tasks, self.opener, self.commit,
                                      self._close_task)
         conf = {

@@ -33,9 +33,13 @@ from millpond.tasks.storage import TaskStorage
 
 log = logging.getLogger("millpond.container")
 
-# How long a task whose producer was fenced or whose commit the group refused waits before
-# it is reopened, unless a rebalance comes first (a zombie learns it was dropped by then).
-REOPEN_HOLD_S = 3.0
+
+
+def reopen_hold_s(consumer_conf: dict[str, Any]) -> float:
+    """How long a task whose producer was fenced or whose commit the group refused waits
+    before it is reopened, unless a rebalance comes first: two heartbeats and a second, by
+    which a zombie's consumer has learnt that its membership ended."""
+    return 2 * int(consumer_conf.get("heartbeat.interval.ms", 3000)) / 1000.0 + 1.0
 
 Opening = Generator[object, None, TaskInstance]
 
@@ -132,8 +136,9 @@ def start_positions(
 class TaskOpener:
     """The queue of tasks to open, advanced by the run loop within a time budget."""
 
-    def __init__(self, open_steps: Callable[[int], Opening]) -> None:
+    def __init__(self, open_steps: Callable[[int], Opening], hold_s: float) -> None:
         self._open_steps = open_steps
+        self.hold_s = hold_s
         self._queue: dict[int, float] = {}  # partition -> monotonic time it may start
         self._current: tuple[int, Opening] | None = None
 
@@ -186,8 +191,8 @@ class TaskOpener:
             except (ProducerFencedError, TransactionAbortedError) as exc:
                 self._current = None
                 log.info("task %s: opening interrupted (%s); retrying after a rebalance or "
-                         "%.0fs", task_name(partition), exc, REOPEN_HOLD_S)
-                self.add(partition, REOPEN_HOLD_S)
+                         "%.0fs", task_name(partition), exc, self.hold_s)
+                self.add(partition, self.hold_s)
             except BaseException:
                 self._current = None
                 raise

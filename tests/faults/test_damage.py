@@ -21,6 +21,7 @@ from tests.kafka_util import (
     run_job,
     start_job,
     state_diff,
+    wait_for_line,
     write_properties,
 )
 
@@ -129,12 +130,14 @@ def test_broker_restart_mid_run(
     conf = write_properties(tmp_path / "job.properties", props)
     proc = start_job(conf, "--bounded", env={"MILLPOND_TEST_DELAY": "0.001"})
     try:
-        time.sleep(3)
+        started = "".join(wait_for_line(proc, "ready", timeout=120))  # mid-run, not mid-start
+        time.sleep(1)
         assert proc.poll() is None, "job ended before the broker restart"
         broker.stop()
         time.sleep(3)
         broker.start(timeout=120)
         out, _ = proc.communicate(timeout=180)
+        out = started + out
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -21,24 +21,11 @@ from tests.kafka_util import (
     read_topic,
     run_job,
     start_job,
+    wait_for_line,
     write_properties,
 )
 
 pytestmark = pytest.mark.kafka
-
-
-def _wait_for(proc, needle: str, timeout: float = 60) -> list[str]:  # type: ignore[no-untyped-def]
-    """Read ``proc``'s output until a line contains ``needle``."""
-    lines: list[str] = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        lines.append(line)
-        if needle in line:
-            return lines
-    raise AssertionError(f"{needle!r} not seen:\n{''.join(lines[-30:])}")
 
 
 def test_two_processes_scale_out_and_back(
@@ -61,10 +48,10 @@ def test_two_processes_scale_out_and_back(
     a = start_job(a_conf, "--bounded", env=slow)
     b = None
     try:
-        _wait_for(a, "ready")
+        wait_for_line(a, "ready")
         time.sleep(1.5)
         b = start_job(b_conf, env=slow)
-        b_lines = _wait_for(b, "ready")
+        b_lines = wait_for_line(b, "ready")
         assert any("assigned partitions" in line for line in b_lines)
         time.sleep(1.5)
         b.send_signal(signal.SIGTERM)
