@@ -1,9 +1,18 @@
-"""Recovery of one store partition: choose a starting point, restore, trim.
+"""Recovery of one store partition: observe, plan, then act.
 
-The starting point is, in order: the live directory if its ``OFFSET`` says it is clean;
-else the checkpoint taken at the last commit; else nothing (full restore). Any doubt
-(offset outside the changelog's range, a corrupt directory or ``OFFSET``, a local store
-ahead of the restore target) means a full restore with a warning, never wrong state.
+* :func:`observe` gathers the facts and changes nothing: the changelog's watermarks, the
+  checkpointed offset, and the ``OFFSET`` files of the live directory and of the last
+  commit's checkpoint directory (or why they could not be read).
+* :func:`plan_recovery` is pure: it picks the local copy to start from (the live directory
+  if its ``OFFSET`` says it is clean; else the last commit's checkpoint; else nothing), the
+  changelog range to replay, whether to trim, and the warnings; or it raises
+  :class:`ChangelogLostError`. Any doubt (a local offset outside the changelog's range, a
+  corrupt ``OFFSET``, a local store ahead of the restore target) means a full restore with
+  a warning, never wrong state.
+* :func:`carry_out` does it: replace or wipe the directory, open the engine (a store that
+  cannot be opened is wiped and restored in full), replay in steps, trim, write ``OFFSET``.
+
+:func:`recover_store_steps` and :func:`recover_store` chain the three.
 """
 
 from __future__ import annotations
@@ -12,7 +21,8 @@ import logging
 import warnings
 from collections.abc import Callable, Generator
 from contextlib import closing
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -59,25 +69,280 @@ def _warn(message: str) -> None:
     warnings.warn(message, RecoveryWarning, stacklevel=3)
 
 
+# -- observe ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StorePartition:
+    """The store partition being recovered and where its local copy lives."""
+
+    store: str
+    topic: str  # the store's changelog topic
+    partition: int
+    live: Path | None  # the live directory; None for in-memory engines
+
+
+@dataclass(frozen=True)
+class OffsetFile:
+    """What a directory's ``OFFSET`` file says: its content, or why it cannot be trusted."""
+
+    offset: StoreOffset | None = None  # None: absent, or unreadable (then ``error`` says why)
+    error: str | None = None
+
+    @classmethod
+    def read(cls, directory: Path) -> OffsetFile:
+        """Read ``directory``'s ``OFFSET``."""
+        try:
+            return cls(read_offset_file(directory))
+        except CheckpointError as exc:
+            return cls(error=str(exc))
+
+    def offset_for(self, topic: str, partition: int) -> int | None:
+        """The offset this file records for ``topic[partition]``; None if it names another."""
+        o = self.offset
+        return o.offset if o is not None and (o.topic, o.partition) == (topic, partition) else None
+
+
+@dataclass(frozen=True)
+class LocalState:
+    """The ``OFFSET`` files of a store's live directory and of its last commit's checkpoint."""
+
+    live: OffsetFile = OffsetFile()
+    checkpoint: OffsetFile = OffsetFile()
+
+    @classmethod
+    def read(cls, live: Path) -> LocalState:
+        """Read both ``OFFSET`` files of the store at ``live``."""
+        ckpt = local.checkpoint_dir(live)
+        return cls(OffsetFile.read(live), OffsetFile.read(ckpt) if ckpt.is_dir() else OffsetFile())
+
+
+@dataclass(frozen=True)
+class Observation:
+    """Everything recovery decides on, read without changing anything."""
+
+    where: StorePartition
+    guarantee: Guarantee
+    low: int  # the changelog's first offset
+    high: int  # its end (the LSO for read_committed consumers)
+    checkpointed: int | None  # the store's offset in the job's last checkpoint; None if none
+    local: LocalState | None  # None for in-memory engines (no directory)
+
+
+def observe(
+    where: StorePartition, guarantee: Guarantee, checkpointed: int | None, consumer: Consumer,
+) -> Observation:
+    """Read watermarks and ``OFFSET`` files: the facts :func:`plan_recovery` needs."""
+    tp = TopicPartition(where.topic, where.partition)
+    low, high = (int(x) for x in consumer.get_watermark_offsets(tp, timeout=30))
+    state = LocalState.read(where.live) if where.live is not None else None
+    return Observation(where, guarantee, low, high, checkpointed, state)
+
+
+# -- plan -------------------------------------------------------------------------------------
+
+
+class LocalCopy(StrEnum):
+    """What a store's content starts from before the changelog tail is replayed."""
+
+    LIVE = "live"  # the live directory as it is: its OFFSET says it is clean
+    CHECKPOINT = "checkpoint"  # the last commit's RocksDB checkpoint, copied over the live dir
+    # A remote snapshot (object store) would come here, between CHECKPOINT and NOTHING.
+    NOTHING = "nothing"  # an empty store (the live directory, if any, is wiped): full restore
+
+
+@dataclass(frozen=True)
+class RecoveryPlan:
+    """What recovery will do; :func:`plan_recovery` decides it, :func:`carry_out` does it."""
+
+    copy: LocalCopy
+    begin: int  # first changelog offset to replay
+    end: int  # replay stops before this offset: the restore target is end - 1
+    trim_end: int | None  # effectively-once: re-write every key written in [end, trim_end)
+    low: int  # the changelog's first offset, where a fallback full restore begins
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def full(self) -> bool:
+        """Whether the whole changelog is replayed into an empty store."""
+        return self.copy is LocalCopy.NOTHING
+
+    @property
+    def offset(self) -> int:
+        """The changelog offset the store reflects once the plan is done."""
+        return self.end - 1 if self.end > 0 else NO_OFFSET
+
+    def as_full_restore(self) -> RecoveryPlan:
+        """This plan starting from nothing (for a local copy that turns out unusable)."""
+        return replace(self, copy=LocalCopy.NOTHING, begin=self.low)
+
+
+def choose_local_copy(
+    state: LocalState, topic: str, partition: int,
+) -> tuple[LocalCopy, int | None, list[str]]:
+    """Live directory if clean, else the checkpoint, else nothing; with the offset the chosen
+    copy reflects and warnings for corrupt ``OFFSET`` files. Pure."""
+    warned: list[str] = []
+    if state.live.error is not None:
+        warned.append(f"{state.live.error}; using the last commit's checkpoint or a full restore")
+    offset = state.live.offset_for(topic, partition)
+    if offset is not None:
+        return LocalCopy.LIVE, offset, warned
+    if state.checkpoint.error is not None:
+        warned.append(f"{state.checkpoint.error}; doing a full restore")
+    offset = state.checkpoint.offset_for(topic, partition)
+    if offset is not None:
+        return LocalCopy.CHECKPOINT, offset, warned
+    return LocalCopy.NOTHING, None, warned
+
+
+def plan_recovery(obs: Observation) -> RecoveryPlan:
+    """Decide how to bring a store back to the state its guarantee requires. No I/O.
+
+    Raises :class:`ChangelogLostError` if the checkpoint names offsets the changelog does
+    not have (deleted, recreated or truncated): restoring would silently lose state.
+    """
+    where, low, high = obs.where, obs.low, obs.high
+    if obs.checkpointed is not None and obs.checkpointed >= high:
+        raise ChangelogLostError(
+            f"changelog {where.topic}[{where.partition}] ends at offset {high} but the last "
+            f"checkpoint says store {where.store} wrote offset {obs.checkpointed}: the topic "
+            f"was deleted, recreated or truncated and restoring would lose state. If the local "
+            f"store is intact, re-seed the changelog with `millpond restore --from-local`."
+        )
+    if obs.guarantee.restores_to_checkpoint:
+        end = (obs.checkpointed + 1) if obs.checkpointed is not None else low
+    else:
+        end = high  # LSO for read_committed consumers
+    trim_end = high if obs.guarantee.restores_to_checkpoint and high > end else None
+
+    copy, offset, warned = (choose_local_copy(obs.local, where.topic, where.partition)
+                            if obs.local is not None else (LocalCopy.NOTHING, None, []))
+    if offset is not None:
+        tp = f"{where.topic}[{where.partition}]"
+        if offset + 1 > end:
+            warned.append(f"local store {where.live} is at changelog offset {offset}, ahead of "
+                          f"the restore target {end - 1} of {tp}; doing a full restore")
+            copy, offset = LocalCopy.NOTHING, None
+        elif offset != NO_OFFSET and offset + 1 < low:
+            warned.append(f"local store {where.live} is at changelog offset {offset} but {tp} "
+                          f"now starts at {low}; doing a full restore")
+            copy, offset = LocalCopy.NOTHING, None
+    begin = low if offset is None else max(offset + 1, low)
+    return RecoveryPlan(copy, begin, end, trim_end, low, tuple(warned))
+
+
+# -- act --------------------------------------------------------------------------------------
+
+
+def prepare_local_copy(live: Path, copy: LocalCopy) -> bool:
+    """Make ``live`` hold ``copy``; False if the checkpoint to copy has gone."""
+    if copy is LocalCopy.CHECKPOINT:
+        return local.replace_with_checkpoint(live)
+    if copy is LocalCopy.NOTHING:
+        local.wipe(live)
+    return True
+
+
+def carry_out(
+    where: StorePartition,
+    plan: RecoveryPlan,
+    *,
+    open_engine: Callable[[], Any],
+    consumer: Consumer,
+    producer: TrackedProducer | None,
+    listener: RestoreListener | None = None,
+) -> Generator[RestoreStats, None, tuple[Any, RecoveryResult]]:
+    """Do ``plan``, yielding the restore's stats after each replayed batch (and during the
+    trim); returns ``(engine, result)`` as ``StopIteration.value``.
+
+    Closing the generator early (or any error) closes the engine it opened and unassigns
+    ``consumer``. The live directory's ``OFFSET`` is removed before anything is replayed
+    into it and written only once the restore (and trim) is complete, so an interrupted
+    recovery never leaves a directory a later recovery would take as clean.
+    """
+    if plan.trim_end is not None and producer is None:
+        raise ValueError("effectively-once recovery needs a producer to trim the changelog")
+    for message in plan.warnings:
+        _warn(message)
+    live = where.live
+    if live is not None:
+        if not prepare_local_copy(live, plan.copy):
+            _warn(f"the checkpoint of local store {live} disappeared; doing a full restore")
+            plan = plan.as_full_restore()
+            prepare_local_copy(live, plan.copy)
+        # From here the directory holds writes its OFFSET does not describe until it is
+        # rewritten below (the checkpoint directory keeps its own OFFSET).
+        clear_offset_file(live)
+    try:
+        engine = open_engine()
+    except Exception as exc:  # rocksdict raises plain Exception for corrupt DBs
+        if live is None:
+            raise
+        _warn(f"local store {live} could not be opened ({exc}); doing a full restore")
+        plan = plan.as_full_restore()
+        prepare_local_copy(live, plan.copy)
+        engine = open_engine()
+    try:
+        stats = RestoreStats(where.store, where.topic, where.partition, plan.begin, plan.end,
+                             full=plan.full)
+        yield from restore_steps(engine, consumer, stats, listener)
+        trimmed = 0
+        if plan.trim_end is not None:
+            assert producer is not None  # checked above
+            trimmed = yield from _trim(where, engine, consumer, producer, plan, stats)
+        if live is not None:
+            write_offset_file(live, StoreOffset(where.store, where.topic, where.partition,
+                                                plan.offset))
+    except BaseException:
+        # The caller never receives the engine: close it (GeneratorExit included).
+        try:
+            engine.close()
+        except Exception as exc:
+            log.warning("closing store %s after an interrupted recovery: %s", where.store, exc)
+        raise
+    return engine, RecoveryResult(stats, plan.offset, trimmed)
+
+
+def _trim(
+    where: StorePartition, engine: Any, consumer: Consumer, producer: TrackedProducer,
+    plan: RecoveryPlan, stats: RestoreStats,
+) -> Generator[RestoreStats, None, int]:
+    """Re-write the current value (or a tombstone) of every key written after the restore
+    target, so the changelog agrees with the restored store; returns how many keys."""
+    assert plan.trim_end is not None
+    keys: set[bytes] = set()
+    with closing(read_range(consumer, where.topic, where.partition, plan.end,
+                            plan.trim_end)) as batches:
+        for batch in batches:
+            keys.update(m.key() for m in batch)  # type: ignore[misc]
+            yield stats
+    trimmed = 0
+    for key in sorted(keys):
+        producer.send(where.topic, where.partition, key, engine.get(key))
+        trimmed += 1
+        if trimmed % BATCH == 0:
+            yield stats
+    log.info("store %s %s[%d]: re-wrote %d keys written after checkpoint offset %d",
+             where.store, where.topic, where.partition, trimmed, plan.end - 1)
+    return trimmed
+
+
+# -- together ---------------------------------------------------------------------------------
+
+
 def local_start(live: Path, topic: str, partition: int) -> int | None:
-    """The offset the local directory reflects after choosing live or checkpoint; None = none."""
-    try:
-        clean = read_offset_file(live)
-    except CheckpointError as exc:
-        _warn(f"{exc}; using the last commit's checkpoint or a full restore")
-        clean = None
-    if clean is not None and (clean.topic, clean.partition) == (topic, partition):
-        return clean.offset
-    ckpt = local.checkpoint_dir(live)
-    try:
-        saved = read_offset_file(ckpt) if ckpt.is_dir() else None
-    except CheckpointError as exc:
-        _warn(f"{exc}; doing a full restore")
-        saved = None
-    if saved is not None and (saved.topic, saved.partition) == (topic, partition):
-        local.replace_with_checkpoint(live)
-        return saved.offset
-    return None
+    """Make ``live`` the best local copy and return the changelog offset it reflects.
+
+    Not a getter: if the live directory is not clean it is REPLACED by the last commit's
+    checkpoint (kept as it is when there is none). None if no local copy is usable.
+    """
+    copy, offset, warned = choose_local_copy(LocalState.read(live), topic, partition)
+    for message in warned:
+        _warn(message)
+    if copy is LocalCopy.CHECKPOINT and not local.replace_with_checkpoint(live):
+        return None
+    return offset
 
 
 def recover_store(
@@ -118,83 +383,11 @@ def recover_store_steps(
     producer: TrackedProducer | None,
     listener: RestoreListener | None = None,
 ) -> Generator[RestoreStats, None, tuple[Any, RecoveryResult]]:
-    """:func:`recover_store` in steps: yields the restore's stats after each restored batch
-    (and during the trim), returns ``(engine, result)`` as ``StopIteration.value``.
-
-    Closing the generator early (or any error) closes the engine it opened and unassigns
-    ``consumer``. The live directory's ``OFFSET`` is removed before anything is replayed
-    into it and written only once the restore (and trim) is complete, so an interrupted
-    recovery never leaves a directory a later recovery would take as clean.
+    """:func:`recover_store` in steps: observe, plan, then :func:`carry_out` (which yields
+    after each restored batch and during the trim); returns ``(engine, result)`` as
+    ``StopIteration.value``. Closing it early closes the engine and unassigns ``consumer``.
     """
-    tp = TopicPartition(topic, partition)
-    low, high = (int(x) for x in consumer.get_watermark_offsets(tp, timeout=30))
-    if checkpointed is not None and checkpointed >= high:
-        raise ChangelogLostError(
-            f"changelog {topic}[{partition}] ends at offset {high} but the last checkpoint "
-            f"says store {store} wrote offset {checkpointed}: the topic was deleted, "
-            f"recreated or truncated and restoring would lose state. If the local store is "
-            f"intact, re-seed the changelog with `millpond restore --from-local`."
-        )
-    if guarantee.restores_to_checkpoint:
-        end = (checkpointed + 1) if checkpointed is not None else low
-    else:
-        end = high  # LSO for read_committed consumers
-
-    start: int | None = None
-    if live is not None:
-        start_offset = local_start(live, topic, partition)
-        if start_offset is not None:
-            if start_offset + 1 > end:
-                _warn(f"local store {live} is at changelog offset {start_offset}, ahead of the "
-                      f"restore target {end - 1} of {topic}[{partition}]; doing a full restore")
-            elif start_offset != NO_OFFSET and start_offset + 1 < low:
-                _warn(f"local store {live} is at changelog offset {start_offset} but "
-                      f"{topic}[{partition}] now starts at {low}; doing a full restore")
-            else:
-                start = start_offset + 1
-        if start is None:
-            local.wipe(live)
-        # From here the directory holds writes its OFFSET does not describe until it is
-        # rewritten below (the checkpoint directory keeps its own OFFSET).
-        clear_offset_file(live)
-    full = start is None
-    begin = low if start is None else max(start, low)
-    try:
-        engine = open_engine()
-    except Exception as exc:  # rocksdict raises plain Exception for corrupt DBs
-        if live is None:
-            raise
-        _warn(f"local store {live} could not be opened ({exc}); doing a full restore")
-        local.wipe(live)
-        engine = open_engine()
-        full, begin = True, low
-    try:
-        stats = RestoreStats(store, topic, partition, begin, end, full=full)
-        yield from restore_steps(engine, consumer, stats, listener)
-        offset = end - 1 if end > 0 else NO_OFFSET
-        trimmed = 0
-        if guarantee.restores_to_checkpoint and high > end:
-            if producer is None:
-                raise ValueError("effectively-once recovery needs a producer to trim the changelog")
-            keys: set[bytes] = set()
-            with closing(read_range(consumer, topic, partition, end, high)) as batches:
-                for batch in batches:
-                    keys.update(m.key() for m in batch)  # type: ignore[misc]
-                    yield stats
-            for key in sorted(keys):
-                producer.send(topic, partition, key, engine.get(key))
-                trimmed += 1
-                if trimmed % BATCH == 0:
-                    yield stats
-            log.info("store %s %s[%d]: re-wrote %d keys written after checkpoint offset %d",
-                     store, topic, partition, trimmed, end - 1)
-        if live is not None:
-            write_offset_file(live, StoreOffset(store, topic, partition, offset))
-    except BaseException:
-        # The caller never receives the engine: close it (GeneratorExit included).
-        try:
-            engine.close()
-        except Exception as exc:
-            log.warning("closing store %s after an interrupted recovery: %s", store, exc)
-        raise
-    return engine, RecoveryResult(stats, offset, trimmed)
+    where = StorePartition(store, topic, partition, live)
+    plan = plan_recovery(observe(where, guarantee, checkpointed, consumer))
+    return (yield from carry_out(where, plan, open_engine=open_engine, consumer=consumer,
+                                 producer=producer, listener=listener))
