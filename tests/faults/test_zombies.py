@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import threading
@@ -52,6 +53,7 @@ GUARANTEES = ["at-least-once", "effectively-once", "exactly-once"]
 SEEDS_FULL = 10
 SHORT_SEEDS = {"at-least-once": 1101, "effectively-once": 2202, "exactly-once": 3303}
 TERM_EXIT_S = 45.0  # a SIGTERMed process must exit 0 within this
+OWNERSHIP = re.compile(r"(assigned partitions|revoking partitions|partitions) \[([\d, ]*)\]")
 RUNS_LOG = REPO / "benchmarks" / "out" / "zombies-runs.jsonl"
 
 
@@ -166,6 +168,22 @@ class Proc:
     stopped_until: float | None = None  # SIGSTOPped; SIGCONT at this time
     signalled: str | None = None  # "kill" or "term" once we asked it to go
     term_deadline: float = 0.0
+    owned: set[int] = field(default_factory=set)  # partitions it holds, as its log says
+    read_at: int = 0
+
+    def follow_log(self) -> None:
+        """Track the partitions it holds from its log's assign/revoke/lost lines."""
+        with open(self.log, "rb") as fh:
+            fh.seek(self.read_at)
+            data = fh.read()
+        cut = data.rfind(b"\n") + 1
+        self.read_at += cut
+        for m in OWNERSHIP.finditer(data[:cut].decode(errors="replace")):
+            parts = {int(x) for x in re.findall(r"\d+", m.group(2))}
+            if m.group(1) == "assigned partitions":
+                self.owned |= parts
+            else:
+                self.owned -= parts
 
     @classmethod
     def start(cls, name: str, config: Path, log: Path, *args: str,
@@ -241,8 +259,16 @@ class Cluster:
     def awake(self) -> list[int]:
         return [s for s in self.running() if self.procs[s].stopped_until is None]
 
+    def stop_target(self, awake: list[int]) -> int:
+        """Mostly a process that holds partitions (it turns zombie), else any awake one."""
+        owners = [s for s in awake if self.procs[s].owned]
+        return self.rng.choice(owners if owners and self.rng.random() < 0.85 else awake)
+
     def active_slots(self) -> int:
         return len(self.running()) + len(self.restart_at)
+
+    def save_reference(self, path: Path, producer: InputProducer) -> None:
+        path.write_text(json.dumps({"counts": producer.counts, "sums": producer.sums}))
 
     def fail(self, what: str, proc: Proc) -> None:
         self.tally.failures.append(f"{proc.name}: {what}\n--- tail of {proc.log.name} ---\n"
@@ -287,7 +313,7 @@ class Cluster:
         awake, running = self.awake(), self.running()
         stopped = [s for s in running if self.procs[s].stopped_until is not None]
         if kind == "stop" and awake and len(stopped) < 2:
-            self.sigstop(self.rng.choice(awake), now)
+            self.sigstop(self.stop_target(awake), now)
         elif kind == "kill" and len(running) > 1:
             self.sigkill(self.rng.choice(running), now)
         elif kind == "term" and len(awake) > 1:
@@ -302,6 +328,7 @@ class Cluster:
     def tick(self, now: float) -> None:
         """Resume, restart, run follow-up stops, and check every process's health."""
         for slot, proc in list(self.procs.items()):
+            proc.follow_log()
             rc = proc.reap()
             if rc is not None:
                 if proc.signalled is None:
@@ -372,6 +399,7 @@ class Cluster:
     def log_counts(self) -> dict[str, int]:
         text = "".join(p.read_text(errors="replace") for p in sorted(self.logs.glob("*.log")))
         return {"restores": text.count("ready: restored"),
+                "restores_nonempty": len(re.findall(r"ready: restored [1-9]", text)),
                 "lost_events": text.count("were lost to another member"),
                 "tracebacks": text.count("Traceback")}
 
@@ -413,7 +441,8 @@ def final_run(config: Path, log: Path, timeout: float) -> tuple[int | None, str]
 
 
 def record_run(row: dict[str, Any]) -> None:
-    line = json.dumps(row, sort_keys=True)
+    line = json.dumps({k: v for k, v in row.items() if k not in ("failures", "examples")}
+                      | {"failures": len(row["failures"])}, sort_keys=True)
     print(line)
     RUNS_LOG.parent.mkdir(parents=True, exist_ok=True)
     with open(RUNS_LOG, "a") as fh:
@@ -449,8 +478,17 @@ def run_chaos(bootstrap: str, topic_name: Callable[[str], str], tmp_path: Path, 
         now = time.monotonic()
         end = now + chaos_s if chaos_s > 0 else now + 8
         next_action = now + rng.uniform(2.0, 4.0) if chaos_s > 0 else float("inf")
+        # The last stop: a process frozen until the end, so it wakes as a zombie when the
+        # input stops and no later write of the new owner can hide what it does.
+        last_stop = end - rng.uniform(1.5, 2.0) * SESSION_MS / 1000 if chaos_s > 0 else end
         while (now := time.monotonic()) < end:
             cluster.tick(now)
+            if now >= last_stop:
+                awake = cluster.awake()
+                if len(awake) > 1:
+                    cluster.sigstop(cluster.stop_target(awake), now)
+                last_stop = float("inf")
+                next_action = end  # nothing else after it
             if now >= next_action:
                 cluster.act(now)
                 next_action = now + rng.uniform(1.0, 3.5)
@@ -467,6 +505,7 @@ def run_chaos(bootstrap: str, topic_name: Callable[[str], str], tmp_path: Path, 
         if producer.is_alive():
             producer._halt.set()
     chaos_wall = time.monotonic() - began
+    cluster.save_reference(tmp_path / "reference.json", producer)
     counts = cluster.log_counts()
 
     final_conf = make_config(tmp_path / "state-final")
@@ -476,7 +515,8 @@ def run_chaos(bootstrap: str, topic_name: Callable[[str], str], tmp_path: Path, 
         "test": "zombies", "seed": seed, "guarantee": guarantee, "chaos_s": chaos_s,
         "input": producer.acked, "stops": t.stops, "stops_after_start": t.stops_after_start,
         "kills": t.kills, "terms": t.terms, "scale_out": t.scale_out, "scale_in": t.scale_in,
-        "restores": counts["restores"], "lost_events": counts["lost_events"],
+        "restores": counts["restores"], "restores_nonempty": counts["restores_nonempty"],
+        "lost_events": counts["lost_events"],
         "tracebacks": counts["tracebacks"], "final_rc": rc,
     }
     failures = list(t.failures)
@@ -497,6 +537,16 @@ def run_chaos(bootstrap: str, topic_name: Callable[[str], str], tmp_path: Path, 
         sum_lost, sum_dup, _ = per_partition_diff(sums_state, producer.sums)
         row.update(lost=lost, duplicated=dup, sum_lost=sum_lost, sum_duplicated=sum_dup,
                    per_partition={p: v for p, v in per_part.items() if v != (0, 0)})
+        wrong = []
+        for p in range(PARTITIONS):
+            for user in sorted(set(producer.counts[p]) | set(producer.sums[p])):
+                want = (producer.counts[p][user], producer.sums[p][user])
+                got = (counts_state.get(user, 0), sums_state.get(user, 0))
+                if want != got:
+                    wrong.append(f"{user} (partition {p}): count {got[0]}/{want[0]}, "
+                                 f"sum {got[1]}/{want[1]}")
+        row["users_wrong"] = len(wrong)
+        row["examples"] = wrong[:8]
         if guarantee == "exactly-once":
             out_missing, out_dup = output_diff(bootstrap, sink, producer.positions)
             row.update(output_missing=out_missing, output_duplicated=out_dup)
@@ -521,7 +571,10 @@ def check_row(row: dict[str, Any], allow_dup: bool | None = None) -> None:
         if g == "exactly-once" and (row["output_missing"] or row["output_duplicated"]):
             problems.append(f"output: {row['output_missing']} missing, "
                             f"{row['output_duplicated']} duplicated records")
-    summary = {k: v for k, v in row.items() if k != "failures"}
+    if problems and row.get("examples"):
+        problems.append(f"{row['users_wrong']} users differ (got/expected), e.g.:\n"
+                        + "\n".join(row["examples"]))
+    summary = {k: v for k, v in row.items() if k not in ("failures", "examples")}
     assert not problems, f"{summary}\n\n" + "\n\n".join(problems)
 
 
