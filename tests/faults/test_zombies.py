@@ -33,6 +33,7 @@ from typing import IO, Any
 import pytest
 from confluent_kafka import Producer
 
+from tests.jobs.two_stores import encode
 from tests.kafka_util import (
     MILLPOND,
     REPO,
@@ -42,12 +43,11 @@ from tests.kafka_util import (
     state_diff,
     write_properties,
 )
-from tests.jobs.two_stores import encode
 
 pytestmark = pytest.mark.kafka
 
 PARTITIONS = 8
-USERS = 1000
+USERS = 5000  # many keys: a stale value a zombie writes is rarely overwritten soon
 SESSION_MS = 6000  # the broker's group.min.session.timeout.ms
 GUARANTEES = ["at-least-once", "effectively-once", "exactly-once"]
 SEEDS_FULL = 10
@@ -259,10 +259,15 @@ class Cluster:
     def awake(self) -> list[int]:
         return [s for s in self.running() if self.procs[s].stopped_until is None]
 
-    def stop_target(self, awake: list[int]) -> int:
-        """Mostly a process that holds partitions (it turns zombie), else any awake one."""
-        owners = [s for s in awake if self.procs[s].owned]
-        return self.rng.choice(owners if owners and self.rng.random() < 0.85 else awake)
+    def target(self, among: list[int], owner_bias: float = 0.85) -> int:
+        """Mostly a process that holds partitions (a stopped one turns zombie; a killed one
+        hands work over), else any of ``among``: start-up is slow, so most processes of a
+        random pick would not have joined yet."""
+        owners = [s for s in among if self.procs[s].owned]
+        return self.rng.choice(owners if owners and self.rng.random() < owner_bias else among)
+
+    def owners_awake(self) -> list[int]:
+        return [s for s in self.awake() if self.procs[s].owned]
 
     def active_slots(self) -> int:
         return len(self.running()) + len(self.restart_at)
@@ -312,18 +317,21 @@ class Cluster:
         kind = self.rng.choices(["stop", "kill", "term", "out", "in"], [8, 4, 3, 2.5, 2.5])[0]
         awake, running = self.awake(), self.running()
         stopped = [s for s in running if self.procs[s].stopped_until is not None]
-        if kind == "stop" and awake and len(stopped) < 2:
-            self.sigstop(self.stop_target(awake), now)
-        elif kind == "kill" and len(running) > 1:
-            self.sigkill(self.rng.choice(running), now)
-        elif kind == "term" and len(awake) > 1:
-            self.sigterm(self.rng.choice(awake), now, "restart")
+        # Keep a process awake besides the victim so someone takes its partitions over.
+        if kind == "stop" and len(awake) >= 2 and len(stopped) < 2:
+            self.sigstop(self.target(awake), now)
+        elif kind == "kill" and len(running) >= 2 and len(awake) >= 1:
+            victim = self.target(running, 0.7)
+            if [s for s in awake if s != victim]:
+                self.sigkill(victim, now)
+        elif kind == "term" and len(awake) >= 2:
+            self.sigterm(self.target(awake, 0.7), now, "restart")
         elif kind == "out" and self.active_slots() < 4:
             slot = self.add_slot()
             self.tally.scale_out += 1
             self.after_start(slot, now)
-        elif kind == "in" and self.active_slots() > 2 and len(awake) > 1:
-            self.sigterm(self.rng.choice(awake), now, "retire")
+        elif kind == "in" and self.active_slots() > 2 and len(awake) >= 2:
+            self.sigterm(self.target(awake, 0.7), now, "retire")
 
     def tick(self, now: float) -> None:
         """Resume, restart, run follow-up stops, and check every process's health."""
@@ -478,27 +486,40 @@ def run_chaos(bootstrap: str, topic_name: Callable[[str], str], tmp_path: Path, 
         now = time.monotonic()
         end = now + chaos_s if chaos_s > 0 else now + 8
         next_action = now + rng.uniform(2.0, 4.0) if chaos_s > 0 else float("inf")
-        # The last stop: a process frozen until the end, so it wakes as a zombie when the
-        # input stops and no later write of the new owner can hide what it does.
-        last_stop = end - rng.uniform(1.5, 2.0) * SESSION_MS / 1000 if chaos_s > 0 else end
-        while (now := time.monotonic()) < end:
+        # The last stop: a process holding partitions is frozen until the end, so it wakes
+        # as a zombie when the input has stopped and no later write of the new owner can
+        # hide what it does. It waits (15 s at most) for an owner and another awake process.
+        last_len = rng.uniform(1.5, 2.0) * SESSION_MS / 1000
+        last_stop = end - last_len if chaos_s > 0 else float("inf")
+        while (now := time.monotonic()) < end or last_stop < float("inf"):
             cluster.tick(now)
             if now >= last_stop:
-                awake = cluster.awake()
-                if len(awake) > 1:
-                    cluster.sigstop(cluster.stop_target(awake), now)
-                last_stop = float("inf")
-                next_action = end  # nothing else after it
+                awake, owners = cluster.awake(), cluster.owners_awake()
+                if (owners and len(awake) >= 2) or now > last_stop + 15:
+                    if owners and len(awake) >= 2:
+                        victim = cluster.rng.choice(owners)
+                        cluster.sigstop(victim, now)
+                        cluster.procs[victim].stopped_until = float("inf")  # till the end
+                    last_stop = float("inf")
+                    end = now + last_len
+                    next_action = end  # nothing else after it
             if now >= next_action:
                 cluster.act(now)
                 next_action = now + rng.uniform(1.0, 3.5)
             time.sleep(0.1)
         cluster.wake_all()
-        settle = time.monotonic() + 3.0  # resumed zombies act now
+        # A little more input after the zombies wake: what they write lands between the
+        # new owners' writes (effectively-once restores up to the owners' checkpoints), and
+        # few of the keys they touch are written again before the input stops.
+        settle = time.monotonic() + rng.uniform(0.5, 1.5)
         while (now := time.monotonic()) < settle:
             cluster.tick(now)
             time.sleep(0.1)
         producer.stop()
+        settle = time.monotonic() + 4.0  # zombies finish acting, rebalances settle
+        while (now := time.monotonic()) < settle:
+            cluster.tick(now)
+            time.sleep(0.1)
         cluster.stop_all()
     finally:
         cluster.kill_all()
@@ -522,6 +543,8 @@ def run_chaos(bootstrap: str, topic_name: Callable[[str], str], tmp_path: Path, 
     failures = list(t.failures)
     if counts["tracebacks"]:
         for proc in cluster.history:
+            if any(f.startswith(f"{proc.name}:") for f in failures):
+                continue  # its tail is already shown
             if "Traceback" in proc.log.read_text(errors="replace"):
                 text = proc.log.read_text(errors="replace")
                 at = text.index("Traceback")
@@ -597,7 +620,7 @@ def test_zombies(zombie_case: tuple[str, int], full: bool, report: Callable[...,
     """SIGSTOP > session timeout mixed with SIGKILL, SIGTERM and scaling: exact state."""
     guarantee, seed = zombie_case
     row = run_chaos(kafka_bootstrap, topic_name, tmp_path, guarantee, seed,
-                    chaos_s=50.0 if full else 28.0, rate=600.0)
+                    chaos_s=50.0 if full else 25.0, rate=600.0)
     record_run(row)
     _report_row(report, row, "zombies: SIGSTOP/KILL/TERM/scale")
     check_row(row)
