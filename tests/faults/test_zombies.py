@@ -651,3 +651,188 @@ def test_no_chaos_baseline(guarantee: str, kafka_bootstrap: str, topic_name: Cal
     row = run_chaos(kafka_bootstrap, topic_name, tmp_path, guarantee, 7, chaos_s=0, rate=RATE)
     record_run({**row, "test": "zombies-baseline"})
     check_row(row, allow_dup=False)  # nothing failed: no duplicates even at-least-once
+
+
+# ---- a rebalance while a big store restores ------------------------------------------------
+
+def seed_changelog(bootstrap: str, topic: str, records: int) -> dict[int, int]:
+    """Write ``records`` distinct keys ``seed-<p>-<i>`` (count values) straight into the counts
+    changelog, spread over the partitions; returns the last offset per partition."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50, "batch.size": 1_000_000,
+                         "compression.type": "lz4", "queue.buffering.max.messages": 500_000,
+                         "enable.idempotence": True})
+    last: dict[int, int] = {}
+    errors: list[str] = []
+
+    def on_delivery(err: Any, msg: Any) -> None:
+        if err is not None:
+            errors.append(err.str())
+        elif msg.offset() > last.get(msg.partition(), -1):
+            last[msg.partition()] = msg.offset()
+
+    for i in range(records):
+        p = i % PARTITIONS
+        while True:
+            try:
+                producer.produce(topic, str(i % 9 + 1).encode(), f"seed-{p}-{i}".encode(), p,
+                                 on_delivery=on_delivery)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if i % 20000 == 0:
+            producer.poll(0)
+    assert producer.flush(120) == 0 and not errors, errors[:3]
+    return last
+
+
+def seed_value(key: str) -> int:
+    return int(key.rsplit("-", 1)[1]) % 9 + 1
+
+
+def restore_events(path: Path) -> list[tuple[float, int, str, int]]:
+    """(time, pid, event, partition) of the counts store's restores, from TimedRestoreListener."""
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        when, pid, event, store, partition, _ = line.split()
+        if store == "counts":
+            out.append((float(when), int(pid), event, int(partition)))
+    return out
+
+
+@pytest.mark.timeout(900)
+def test_join_while_a_big_store_restores(
+    full: bool, report: Callable[..., None], kafka_bootstrap: str,
+    topic_name: Callable[[str], str], tmp_path: Path,
+) -> None:
+    """B joins while A restores a store of 300k (1M with --faults-full) records: A's restore
+    finishes or restarts, partitions move to B (which restores them), nothing crashes, and
+    the state is exact."""
+    from millpond.changelog.checkpoint import Checkpoint, checkpoint_topic, task_name
+
+    began = time.monotonic()
+    records = 1_000_000 if full else 300_000
+    source, job = topic_name("in"), topic_name("job")
+    create_topic(kafka_bootstrap, source, PARTITIONS)
+    for store in ("counts", "sums"):
+        create_topic(kafka_bootstrap, f"{job}-{store}-changelog", PARTITIONS,
+                     **{"cleanup.policy": "compact"})
+    ckpt_topic = checkpoint_topic(job, "1")
+    create_topic(kafka_bootstrap, ckpt_topic, PARTITIONS, **{"cleanup.policy": "compact"})
+    last = seed_changelog(kafka_bootstrap, f"{job}-counts-changelog", records)
+    ckpts = Producer({"bootstrap.servers": kafka_bootstrap})
+    for p in range(PARTITIONS):
+        ckpt = Checkpoint(task_name(p), p, {source: 0}, {"counts": last[p]})
+        ckpts.produce(ckpt_topic, ckpt.to_bytes(), ckpt.task.encode(), p)
+    assert ckpts.flush(30) == 0
+    seeded_s = time.monotonic() - began
+
+    events = tmp_path / "restore-events.txt"
+    env = {"MILLPOND_TEST_EVENTS": str(events)}
+    logs = tmp_path / "logs"
+    logs.mkdir()
+
+    def config(state: str, listener: bool = True) -> Path:
+        extra = ({"task.restore.listener.class": "tests.jobs.two_stores.TimedRestoreListener"}
+                 if listener else {})
+        return write_properties(tmp_path / f"{state}.properties", job_properties(
+            kafka_bootstrap, job, source, tmp_path / state, "effectively-once", **extra))
+
+    producer = InputProducer(kafka_bootstrap, source, 1000.0, 99)
+    procs: list[Proc] = []
+    failures: list[str] = []
+    try:
+        producer.start()
+        a = Proc.start("A", config("state-a"), logs / "a.log", env=env)
+        procs.append(a)
+        deadline = time.monotonic() + 120
+        while (time.monotonic() < deadline and a.alive
+               and not any(e[1] == a.popen.pid for e in restore_events(events))):
+            time.sleep(0.05)
+        assert a.alive and restore_events(events), f"A never began restoring:\n{tail(a.log)}"
+        b_started = time.time()
+        b = Proc.start("B", config("state-b"), logs / "b.log", env=env)
+        procs.append(b)
+        # Until both hold partitions, all 8 are covered, and nothing moved for 5 s.
+        deadline, quiet_since, seen = time.monotonic() + 240, time.monotonic(), (-1, -1)
+        while time.monotonic() < deadline:
+            for proc in procs:
+                proc.follow_log()
+                if not proc.alive:
+                    failures.append(f"{proc.name}: exited by itself with code "
+                                    f"{proc.popen.returncode}\n{tail(proc.log)}")
+            if failures:
+                break
+            sizes = (a.read_at, b.read_at)
+            if sizes != seen:  # logs still moving: restores, rebalances
+                seen, quiet_since = sizes, time.monotonic()
+            covered = a.owned | b.owned == set(range(PARTITIONS))
+            if a.owned and b.owned and covered and time.monotonic() - quiet_since > 5:
+                break
+            time.sleep(0.2)
+        else:
+            failures.append(f"no stable assignment within 240 s: A {sorted(a.owned)}, "
+                            f"B {sorted(b.owned)}\n{tail(a.log)}\n{tail(b.log)}")
+        producer.stop()
+        time.sleep(2)
+        for proc in procs:
+            proc.signal(signal.SIGTERM)
+        for proc in procs:
+            try:
+                rc = proc.popen.wait(TERM_EXIT_S)
+            except subprocess.TimeoutExpired:
+                rc = None
+            if rc != 0 and not any(f.startswith(proc.name) for f in failures):
+                failures.append(f"{proc.name}: exit code {rc} after SIGTERM\n{tail(proc.log)}")
+    finally:
+        for proc in procs:
+            if proc.alive:
+                proc.popen.kill()
+                proc.popen.wait(10)
+            proc.reap()
+        if producer.is_alive():
+            producer._halt.set()
+    for proc in procs:
+        if "Traceback" in proc.log.read_text(errors="replace"):
+            failures.append(f"{proc.name} logged a traceback:\n{tail(proc.log)}")
+
+    evs = restore_events(events)
+    a_evs = [e for e in evs if e[1] == a.popen.pid]
+    b_evs = [e for e in evs if e[1] == b.popen.pid]
+    a_end = max((e[0] for e in a_evs if e[2] == "end"), default=float("inf"))
+    row: dict[str, Any] = {
+        "test": "join-during-restore", "records": records, "input": producer.acked,
+        "seeded_s": round(seeded_s, 1),
+        "a_restores": sum(e[2] == "end" for e in a_evs),
+        "b_restores": sum(e[2] == "end" for e in b_evs),
+        "b_started_before_a_restored_s": round(a_end - b_started, 1),
+        "a_partitions_at_end": sorted(a.owned), "b_partitions_at_end": sorted(b.owned),
+    }
+    final_conf = config("state-final", listener=False)
+    rc, final_tail = final_run(final_conf, logs / "final.log", timeout=600)
+    if rc != 0:
+        failures.append(f"final --bounded run exit code {rc}:\n{final_tail}")
+    else:
+        counts_state = dump_store(final_conf, "counts")
+        sums_state = dump_store(final_conf, "sums")
+        seeds = {k: v for k, v in counts_state.items() if k.startswith("seed-")}
+        users = {k: v for k, v in counts_state.items() if not k.startswith("seed-")}
+        seed_wrong = sum(seed_value(k) != v for k, v in seeds.items())
+        lost, dup, _ = per_partition_diff(users, producer.counts)
+        sum_lost, sum_dup, _ = per_partition_diff(sums_state, producer.sums)
+        row.update(seed_keys=len(seeds), seed_wrong=seed_wrong, lost=lost, duplicated=dup,
+                   sum_lost=sum_lost, sum_duplicated=sum_dup)
+        if len(seeds) != records or seed_wrong:
+            failures.append(f"seeded keys: {len(seeds)} of {records} present, {seed_wrong} wrong")
+        if lost or dup or sum_lost or sum_dup:
+            failures.append(f"input: lost {lost}, duplicated {dup} count updates "
+                            f"(sums: lost {sum_lost}, duplicated {sum_dup})")
+    row["wall_s"] = round(time.monotonic() - began, 1)
+    record_run(row | {"failures": failures})
+    report("join during a restore (effectively-once)",
+           f"B joins {row['b_started_before_a_restored_s']}s before A finished restoring "
+           f"{records:,} changelog records; {producer.acked:,} msgs live",
+           row.get("lost", "-"), row.get("duplicated", "-"), "FAIL" if failures else "exact")
+    assert row["b_started_before_a_restored_s"] > 0, f"B started after A's restore: {row}"
+    assert not failures, f"{row}\n\n" + "\n\n".join(failures)
