@@ -134,7 +134,7 @@ def job_properties(bootstrap: str, name: str, source: str, state: Path, guarante
         "job.name": name,
         "task.class": "tests.jobs.two_stores.TwoStores",
         "task.inputs": f"kafka.{source}",
-        "task.commit.ms": 300,
+        "task.commit.ms": 200,  # commits are frequent: SIGSTOPs land in them
         "task.processing.guarantee": guarantee,
         "systems.kafka.bootstrap.servers": bootstrap,
         "systems.kafka.samza.key.serde": "string",
