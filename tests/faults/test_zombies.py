@@ -1,0 +1,838 @@
+"""Zombies (issue #21): paused processes, crashes, clean stops and scaling under live input.
+
+Several `millpond run` processes of one job share 8 input partitions through the consumer
+group, each with its own state directory, while a producer thread writes keyed input. A
+seeded schedule SIGSTOPs a process for longer than ``session.timeout.ms`` (it loses its
+partitions and, when resumed, is a zombie), SIGKILLs and restarts processes, stops them
+cleanly, and scales out and in. Afterwards one fresh process restores every store from the
+changelogs and processes to the end; its two stores must match the producer's acknowledged
+input exactly (per partition), and under exactly-once so must the output. No process may
+exit by itself or log a traceback.
+
+`make test` runs one seed per guarantee; `make faults` (--faults-full) runs SEEDS_FULL seeds
+per guarantee with longer chaos. A second test joins a process while another restores a
+store of 300k (1M under --faults-full) changelog records.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import threading
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import pytest
+from confluent_kafka import Producer
+
+from tests.jobs.two_stores import encode
+from tests.kafka_util import (
+    MILLPOND,
+    REPO,
+    create_topic,
+    dump_store,
+    read_topic,
+    state_diff,
+    write_properties,
+)
+
+pytestmark = pytest.mark.kafka
+
+PARTITIONS = 8
+USERS = 5000  # many keys: a stale value a zombie writes is rarely overwritten soon
+SESSION_MS = 6000  # the broker's group.min.session.timeout.ms
+RATE = 2000.0  # input msg/s: processes are busy, so a SIGSTOP often lands mid-batch or mid-commit
+GUARANTEES = ["at-least-once", "effectively-once", "exactly-once"]
+SEEDS_FULL = 10
+SHORT_SEEDS = {"at-least-once": 1101, "effectively-once": 2202, "exactly-once": 3303}
+TERM_EXIT_S = 45.0  # a SIGTERMed process must exit 0 within this
+OWNERSHIP = re.compile(r"(assigned partitions|revoking partitions|partitions) \[([\d, ]*)\]")
+RUNS_LOG = REPO / "benchmarks" / "out" / "zombies-runs.jsonl"
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """One seed per guarantee for `make test`, SEEDS_FULL under --faults-full."""
+    if "zombie_case" not in metafunc.fixturenames:
+        return
+    full = metafunc.config.getoption("--faults-full")
+    cases = [(g, SHORT_SEEDS[g] + i) for g in GUARANTEES
+             for i in range(SEEDS_FULL if full else 1)]
+    metafunc.parametrize("zombie_case", cases, ids=[f"{g}-seed{s}" for g, s in cases])
+
+
+# ---- input with a reference built from delivery reports ---------------------------------
+
+def user_partition(user: str) -> int:
+    return int(user.rsplit("-", 1)[1]) % PARTITIONS
+
+
+class InputProducer(threading.Thread):
+    """Produces keyed input at ``rate`` msg/s until stopped; the reference holds only the
+    records the broker acknowledged (delivery reports), per partition."""
+
+    def __init__(self, bootstrap: str, topic: str, rate: float, seed: int) -> None:
+        super().__init__(daemon=True)
+        self.topic, self.rate = topic, rate
+        self.rng = random.Random(seed)
+        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
+                                  "enable.idempotence": True, "acks": "all"})
+        self.counts: dict[int, Counter[str]] = defaultdict(Counter)
+        self.sums: dict[int, Counter[str]] = defaultdict(Counter)
+        self.positions: set[str] = set()  # "<partition>:<offset>" of every acked record
+        self.errors: list[str] = []
+        self.sent = 0
+        self._halt = threading.Event()
+
+    def _on_delivery(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self.errors.append(err.str())
+            return
+        value = json.loads(msg.value())
+        p = msg.partition()
+        self.counts[p][value["user_id"]] += 1
+        self.sums[p][value["user_id"]] += value["amount"]
+        self.positions.add(f"{p}:{msg.offset()}")
+
+    def run(self) -> None:
+        began = time.monotonic()
+        while not self._halt.is_set():
+            due = int((time.monotonic() - began) * self.rate)
+            while self.sent < due:
+                user = f"user-{self.rng.randrange(USERS)}"
+                self.producer.produce(self.topic, encode(user, self.rng.randint(1, 100), self.sent),
+                                      user.encode(), user_partition(user),
+                                      on_delivery=self._on_delivery)
+                self.sent += 1
+            self.producer.poll(0.02)
+
+    def stop(self) -> None:
+        """Stop producing and wait for every delivery report."""
+        self._halt.set()
+        self.join(30)
+        assert not self.is_alive(), "input producer did not stop"
+        assert self.producer.flush(60) == 0, "input producer: records left unacknowledged"
+        assert not self.errors, f"input producer delivery errors: {self.errors[:3]}"
+
+    @property
+    def acked(self) -> int:
+        return len(self.positions)
+
+
+# ---- processes -----------------------------------------------------------------------------
+
+def job_properties(bootstrap: str, name: str, source: str, state: Path, guarantee: str,
+                   **extra: Any) -> dict[str, Any]:
+    props: dict[str, Any] = {
+        "job.name": name,
+        "task.class": "tests.jobs.two_stores.TwoStores",
+        "task.inputs": f"kafka.{source}",
+        "task.commit.ms": 200,  # commits are frequent: SIGSTOPs land in them
+        "task.processing.guarantee": guarantee,
+        "systems.kafka.bootstrap.servers": bootstrap,
+        "systems.kafka.samza.key.serde": "string",
+        "systems.kafka.samza.msg.serde": "json",
+        "systems.kafka.consumer.session.timeout.ms": SESSION_MS,
+        "systems.kafka.consumer.heartbeat.interval.ms": 1000,
+        "job.logged.store.base.dir": str(state),
+    }
+    for store in ("counts", "sums"):
+        props.update({f"stores.{store}.factory": "rocksdb",
+                      f"stores.{store}.key.serde": "string",
+                      f"stores.{store}.msg.serde": "json",
+                      f"stores.{store}.changelog": f"kafka.{name}-{store}-changelog"})
+    props.update(extra)
+    return props
+
+
+def tail(path: Path, chars: int = 3000) -> str:
+    text = path.read_text(errors="replace") if path.exists() else "(no log)"
+    return text[-chars:]
+
+
+@dataclass
+class Proc:
+    """One incarnation of a `millpond run` process, its output in ``log``."""
+
+    name: str
+    config: Path
+    log: Path
+    popen: subprocess.Popen[bytes]
+    fh: IO[bytes]
+    stopped_until: float | None = None  # SIGSTOPped; SIGCONT at this time
+    signalled: str | None = None  # "kill" or "term" once we asked it to go
+    term_deadline: float = 0.0
+    owned: set[int] = field(default_factory=set)  # partitions it holds, as its log says
+    last_ready: float = 0.0  # when its log last said a task was ready (catch-up follows)
+    read_at: int = 0
+
+    def follow_log(self) -> None:
+        """Track the partitions it holds from its log's assign/revoke/lost lines."""
+        with open(self.log, "rb") as fh:
+            fh.seek(self.read_at)
+            data = fh.read()
+        cut = data.rfind(b"\n") + 1
+        self.read_at += cut
+        text = data[:cut].decode(errors="replace")
+        if " ready: restored " in text:
+            self.last_ready = time.monotonic()
+        for m in OWNERSHIP.finditer(text):
+            parts = {int(x) for x in re.findall(r"\d+", m.group(2))}
+            if m.group(1) == "assigned partitions":
+                self.owned |= parts
+            else:
+                self.owned -= parts
+
+    @classmethod
+    def start(cls, name: str, config: Path, log: Path, *args: str,
+              env: dict[str, str] | None = None) -> Proc:
+        fh = open(log, "ab")  # noqa: SIM115 - closed in reap()
+        fh.write(f"==== {name} started at {time.time():.3f}\n".encode())
+        fh.flush()
+        popen = subprocess.Popen([MILLPOND, "run", "--config", str(config), *args], cwd=REPO,
+                                 stdout=fh, stderr=subprocess.STDOUT,
+                                 env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
+        return cls(name, config, log, popen, fh)
+
+    @property
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def signal(self, sig: signal.Signals) -> None:
+        if self.alive:
+            self.popen.send_signal(sig)
+
+    def reap(self) -> int | None:
+        rc = self.popen.poll()
+        if rc is not None and not self.fh.closed:
+            self.fh.close()
+        return rc
+
+
+@dataclass
+class Tally:
+    stops: int = 0
+    kills: int = 0
+    terms: int = 0
+    scale_out: int = 0
+    scale_in: int = 0
+    stops_after_start: int = 0
+    failures: list[str] = field(default_factory=list)
+
+
+class Cluster:
+    """The job's processes: slots with their own state dirs, started, signalled, checked."""
+
+    def __init__(self, tmp: Path, make_config: Callable[[Path], Path], rng: random.Random) -> None:
+        self.tmp, self.make_config, self.rng = tmp, make_config, rng
+        self.slots: dict[int, Path] = {}  # slot -> config (its own state dir)
+        self.procs: dict[int, Proc] = {}  # slot -> current incarnation
+        self.restart_at: dict[int, float] = {}  # slot -> when to start it again
+        self.retired: set[int] = set()
+        self.history: list[Proc] = []
+        self.followups: list[tuple[float, int | None]] = []  # (when, slot or None) to SIGSTOP
+        self.tally = Tally()
+        self.logs = tmp / "logs"
+        self.logs.mkdir()
+        self.incarnation = 0
+
+    def add_slot(self) -> int:
+        slot = len(self.slots)
+        self.slots[slot] = self.make_config(self.tmp / f"state-{slot}")
+        self.start(slot)
+        return slot
+
+    def start(self, slot: int) -> None:
+        self.incarnation += 1
+        proc = Proc.start(f"p{slot}.{self.incarnation}", self.slots[slot],
+                          self.logs / f"p{slot}.log")
+        self.procs[slot] = proc
+        self.history.append(proc)
+        self.restart_at.pop(slot, None)
+
+    # -- what may be chosen
+    def running(self) -> list[int]:
+        return [s for s, p in self.procs.items() if p.alive and p.signalled is None]
+
+    def awake(self) -> list[int]:
+        return [s for s in self.running() if self.procs[s].stopped_until is None]
+
+    def target(self, among: list[int], owner_bias: float = 0.85) -> int:
+        """Mostly a process that holds partitions (a stopped one turns zombie; a killed one
+        hands work over), else any of ``among``: start-up is slow, so most processes of a
+        random pick would not have joined yet."""
+        owners = [s for s in among if self.procs[s].owned]
+        busy = self.busy(owners)
+        if busy and self.rng.random() < 0.5:
+            return self.rng.choice(busy)
+        return self.rng.choice(owners if owners and self.rng.random() < owner_bias else among)
+
+    def busy(self, slots: list[int]) -> list[int]:
+        """Those that opened a task 0.5-4 s ago: catching up on the input that piled up
+        meanwhile, so a SIGSTOP lands mid-batch or mid-commit (a stop of an idle process
+        rarely makes a zombie: it notices the lost session before it writes anything)."""
+        now = time.monotonic()
+        return [s for s in slots if 0.5 < now - self.procs[s].last_ready < 4.0]
+
+    def owners_awake(self) -> list[int]:
+        return [s for s in self.awake() if self.procs[s].owned]
+
+    def active_slots(self) -> int:
+        return len(self.running()) + len(self.restart_at)
+
+    def save_reference(self, path: Path, producer: InputProducer) -> None:
+        path.write_text(json.dumps({"counts": producer.counts, "sums": producer.sums}))
+
+    def fail(self, what: str, proc: Proc) -> None:
+        self.tally.failures.append(f"{proc.name}: {what}\n--- tail of {proc.log.name} ---\n"
+                                   f"{tail(proc.log)}")
+
+    # -- actions
+    def sigstop(self, slot: int, now: float) -> None:
+        proc = self.procs[slot]
+        proc.signal(signal.SIGSTOP)
+        proc.stopped_until = now + self.rng.uniform(1.5, 2.0) * SESSION_MS / 1000
+        self.tally.stops += 1
+
+    def sigkill(self, slot: int, now: float) -> None:
+        proc = self.procs[slot]
+        proc.signalled = "kill"
+        proc.signal(signal.SIGKILL)
+        proc.stopped_until = None
+        self.tally.kills += 1
+        self.restart_at[slot] = now + self.rng.uniform(0.5, 3.0)
+
+    def sigterm(self, slot: int, now: float, then: str) -> None:
+        """Clean stop; ``then``: "restart" (later), "retire" (scale in) or "final"."""
+        proc = self.procs[slot]
+        proc.signalled = "term"
+        proc.term_deadline = now + TERM_EXIT_S
+        proc.signal(signal.SIGTERM)
+        if then == "restart":
+            self.tally.terms += 1
+            self.restart_at[slot] = now + TERM_EXIT_S + 1  # rescheduled once it has exited
+        elif then == "retire":
+            self.tally.scale_in += 1
+            self.retired.add(slot)
+
+    def after_start(self, slot: int, now: float) -> None:
+        """Sometimes freeze a process soon after a start, while restores/rebalances run."""
+        if self.rng.random() < 0.5:
+            target = slot if self.rng.random() < 0.5 else None
+            self.followups.append((now + self.rng.uniform(0.3, 2.5), target))
+
+    def act(self, now: float) -> None:
+        kind = self.rng.choices(["stop", "kill", "term", "out", "in"], [8, 4, 3, 2.5, 2.5])[0]
+        awake, running = self.awake(), self.running()
+        stopped = [s for s in running if self.procs[s].stopped_until is not None]
+        # Keep a process awake besides the victim so someone takes its partitions over.
+        if kind == "stop" and len(awake) >= 2 and len(stopped) < 2:
+            self.sigstop(self.target(awake), now)
+        elif kind == "kill" and len(running) >= 2 and len(awake) >= 1:
+            victim = self.target(running, 0.7)
+            if [s for s in awake if s != victim]:
+                self.sigkill(victim, now)
+        elif kind == "term" and len(awake) >= 2:
+            self.sigterm(self.target(awake, 0.7), now, "restart")
+        elif kind == "out" and self.active_slots() < 4:
+            slot = self.add_slot()
+            self.tally.scale_out += 1
+            self.after_start(slot, now)
+        elif kind == "in" and self.active_slots() > 2 and len(awake) >= 2:
+            self.sigterm(self.target(awake, 0.7), now, "retire")
+
+    def tick(self, now: float) -> None:
+        """Resume, restart, run follow-up stops, and check every process's health."""
+        for slot, proc in list(self.procs.items()):
+            proc.follow_log()
+            rc = proc.reap()
+            if rc is not None:
+                if proc.signalled is None:
+                    self.fail(f"exited by itself with code {rc}", proc)
+                    proc.signalled = "died"
+                    self.restart_at[slot] = now + 1.0
+                elif proc.signalled == "term":
+                    if rc != 0:
+                        self.fail(f"exit code {rc} after SIGTERM (expected 0)", proc)
+                    proc.signalled = "termed"
+                    if slot in self.restart_at:
+                        self.restart_at[slot] = now + self.rng.uniform(0.5, 3.0)
+                continue
+            if proc.stopped_until is not None and now >= proc.stopped_until:
+                proc.signal(signal.SIGCONT)
+                proc.stopped_until = None
+            if proc.signalled == "term" and now > proc.term_deadline:
+                self.fail(f"still running {TERM_EXIT_S:.0f}s after SIGTERM", proc)
+                proc.signal(signal.SIGKILL)
+                proc.signalled = "kill"
+        for slot, when in list(self.restart_at.items()):
+            if now >= when and slot not in self.retired:
+                self.start(slot)
+                self.after_start(slot, now)
+        due = [f for f in self.followups if f[0] <= now]
+        self.followups = [f for f in self.followups if f[0] > now]
+        for _, slot in due:
+            stopped = [s for s in self.running() if self.procs[s].stopped_until is not None]
+            awake = self.awake()
+            if len(stopped) >= 2 or not awake:
+                continue
+            target = slot if slot in awake else self.rng.choice(awake)
+            self.sigstop(target, now)
+            self.tally.stops_after_start += 1
+
+    def wake_all(self) -> None:
+        for proc in self.procs.values():
+            if proc.stopped_until is not None:
+                proc.signal(signal.SIGCONT)
+                proc.stopped_until = None
+
+    def stop_all(self) -> None:
+        """SIGTERM every live process; each must exit 0 within TERM_EXIT_S."""
+        self.restart_at.clear()
+        now = time.monotonic()
+        for slot in self.running():
+            self.sigterm(slot, now, "final")
+        deadline = now + TERM_EXIT_S + 5
+        while time.monotonic() < deadline and any(p.alive for p in self.procs.values()):
+            self.tick(time.monotonic())
+            time.sleep(0.1)
+        self.tick(time.monotonic())
+        for proc in self.history:
+            if proc.alive:  # tick() already reported it
+                proc.popen.kill()
+                proc.popen.wait(10)
+            proc.reap()
+
+    def kill_all(self) -> None:
+        """Cleanup on any way out: nothing of ours keeps running."""
+        for proc in self.history:
+            if proc.alive:
+                proc.signal(signal.SIGCONT)
+                proc.popen.kill()
+                proc.popen.wait(10)
+            proc.reap()
+
+    def log_counts(self) -> dict[str, int]:
+        text = "".join(p.read_text(errors="replace") for p in sorted(self.logs.glob("*.log")))
+        return {"restores": text.count("ready: restored"),
+                "restores_nonempty": len(re.findall(r"ready: restored [1-9]", text)),
+                "lost_events": text.count("were lost to another member"),
+                "tracebacks": text.count("Traceback")}
+
+
+# ---- checks --------------------------------------------------------------------------------
+
+def per_partition_diff(state: dict[str, int], expected: dict[int, Counter[str]]
+                       ) -> tuple[int, int, dict[int, tuple[int, int]]]:
+    """(lost, duplicated, {partition: (lost, duplicated)}) of ``state`` against the reference."""
+    by_part: dict[int, dict[str, int]] = defaultdict(dict)
+    for user, value in state.items():
+        by_part[user_partition(user)][user] = value
+    out = {}
+    for p in range(PARTITIONS):
+        out[p] = state_diff(by_part.get(p, {}), expected.get(p, Counter()))
+    return sum(v[0] for v in out.values()), sum(v[1] for v in out.values()), out
+
+
+def output_diff(bootstrap: str, sink: str, positions: set[str]) -> tuple[int, int]:
+    """(missing, duplicated) records of the read_committed output against acked inputs."""
+    seen = Counter(msg.key().decode() for msg in read_topic(bootstrap, sink, "read_committed"))
+    missing = len(positions - set(seen))
+    duplicated = sum(n - 1 for n in seen.values() if n > 1) + len(set(seen) - positions)
+    return missing, duplicated
+
+
+def final_run(config: Path, log: Path, timeout: float) -> tuple[int | None, str]:
+    """One fresh `millpond run --bounded`; (exit code or None on timeout, log tail)."""
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen([MILLPOND, "run", "--config", str(config), "--bounded"],
+                                cwd=REPO, stdout=fh, stderr=subprocess.STDOUT)
+        try:
+            rc: int | None = proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+            rc = None
+    return rc, tail(log)
+
+
+def record_run(row: dict[str, Any]) -> None:
+    line = json.dumps({k: v for k, v in row.items() if k not in ("failures", "examples")}
+                      | {"failures": len(row["failures"])}, sort_keys=True)
+    print(line)
+    RUNS_LOG.parent.mkdir(parents=True, exist_ok=True)
+    with open(RUNS_LOG, "a") as fh:
+        fh.write(line + "\n")
+
+
+# ---- the chaos test --------------------------------------------------------------------------
+
+def run_chaos(bootstrap: str, topic_name: Callable[[str], str], tmp_path: Path, guarantee: str,
+              seed: int, chaos_s: float, rate: float) -> dict[str, Any]:
+    """Run the whole scenario; returns the measured row (failures under "failures")."""
+    began = time.monotonic()
+    rng = random.Random(seed)
+    source, sink, job = topic_name("in"), topic_name("out"), topic_name("job")
+    create_topic(bootstrap, source, PARTITIONS)
+    extra: dict[str, Any] = {}
+    if guarantee == "exactly-once":
+        create_topic(bootstrap, sink, PARTITIONS)
+        extra["emit.stream"] = f"kafka.{sink}"
+    n_conf = [0]
+
+    def make_config(state: Path) -> Path:
+        n_conf[0] += 1
+        return write_properties(tmp_path / f"job-{n_conf[0]}.properties",
+                                job_properties(bootstrap, job, source, state, guarantee, **extra))
+
+    cluster = Cluster(tmp_path, make_config, rng)
+    producer = InputProducer(bootstrap, source, rate, seed)
+    try:
+        for _ in range(3):
+            cluster.add_slot()
+        producer.start()
+        now = time.monotonic()
+        end = now + chaos_s if chaos_s > 0 else now + 8
+        next_action = now + rng.uniform(2.0, 4.0) if chaos_s > 0 else float("inf")
+        # The last stop: a process holding partitions is frozen until the end, so it wakes
+        # as a zombie when the input has stopped and no later write of the new owner can
+        # hide what it does. It waits (15 s at most) for an owner and another awake process.
+        last_len = rng.uniform(1.5, 2.0) * SESSION_MS / 1000
+        last_stop = end - last_len if chaos_s > 0 else float("inf")
+        while (now := time.monotonic()) < end or last_stop < float("inf"):
+            cluster.tick(now)
+            if now >= last_stop:
+                awake, owners = cluster.awake(), cluster.owners_awake()
+                busy = cluster.busy(owners)
+                if (busy and len(awake) >= 2) or now > last_stop + 15:
+                    if owners and len(awake) >= 2:
+                        victim = cluster.rng.choice(busy or owners)
+                        cluster.sigstop(victim, now)
+                        cluster.procs[victim].stopped_until = float("inf")  # till the end
+                    last_stop = float("inf")
+                    end = now + last_len
+                    next_action = end  # nothing else after it
+            if now >= next_action:
+                cluster.act(now)
+                next_action = now + rng.uniform(1.0, 3.5)
+            time.sleep(0.1)
+        cluster.wake_all()
+        # A little more input after the zombies wake: what they write lands between the
+        # new owners' writes (effectively-once restores up to the owners' checkpoints), and
+        # few of the keys they touch are written again before the input stops.
+        settle = time.monotonic() + rng.uniform(0.5, 1.5)
+        while (now := time.monotonic()) < settle:
+            cluster.tick(now)
+            time.sleep(0.1)
+        producer.stop()
+        settle = time.monotonic() + 4.0  # zombies finish acting, rebalances settle
+        while (now := time.monotonic()) < settle:
+            cluster.tick(now)
+            time.sleep(0.1)
+        cluster.stop_all()
+    finally:
+        cluster.kill_all()
+        if producer.is_alive():
+            producer._halt.set()
+    chaos_wall = time.monotonic() - began
+    cluster.save_reference(tmp_path / "reference.json", producer)
+    counts = cluster.log_counts()
+
+    final_conf = make_config(tmp_path / "state-final")
+    rc, final_tail = final_run(final_conf, cluster.logs / "final.log", timeout=240)
+    t = cluster.tally
+    row: dict[str, Any] = {
+        "test": "zombies", "seed": seed, "guarantee": guarantee, "chaos_s": chaos_s,
+        "input": producer.acked, "stops": t.stops, "stops_after_start": t.stops_after_start,
+        "kills": t.kills, "terms": t.terms, "scale_out": t.scale_out, "scale_in": t.scale_in,
+        "restores": counts["restores"], "restores_nonempty": counts["restores_nonempty"],
+        "lost_events": counts["lost_events"],
+        "tracebacks": counts["tracebacks"], "final_rc": rc,
+    }
+    failures = list(t.failures)
+    if counts["tracebacks"]:
+        for proc in cluster.history:
+            if any(f.startswith(f"{proc.name}:") for f in failures):
+                continue  # its tail is already shown
+            if "Traceback" in proc.log.read_text(errors="replace"):
+                text = proc.log.read_text(errors="replace")
+                at = text.index("Traceback")
+                failures.append(f"{proc.name}: logged a traceback:\n{text[at:at + 2500]}")
+                break
+    if rc != 0:
+        failures.append(f"final --bounded run exit code {rc}:\n{final_tail}")
+        row.update(lost=None, duplicated=None)
+    else:
+        counts_state = dump_store(final_conf, "counts")
+        sums_state = dump_store(final_conf, "sums")
+        lost, dup, per_part = per_partition_diff(counts_state, producer.counts)
+        sum_lost, sum_dup, _ = per_partition_diff(sums_state, producer.sums)
+        row.update(lost=lost, duplicated=dup, sum_lost=sum_lost, sum_duplicated=sum_dup,
+                   per_partition={p: v for p, v in per_part.items() if v != (0, 0)})
+        wrong = []
+        for p in range(PARTITIONS):
+            for user in sorted(set(producer.counts[p]) | set(producer.sums[p])):
+                want = (producer.counts[p][user], producer.sums[p][user])
+                got = (counts_state.get(user, 0), sums_state.get(user, 0))
+                if want != got:
+                    wrong.append(f"{user} (partition {p}): count {got[0]}/{want[0]}, "
+                                 f"sum {got[1]}/{want[1]}")
+        row["users_wrong"] = len(wrong)
+        row["examples"] = wrong[:8]
+        if guarantee == "exactly-once":
+            out_missing, out_dup = output_diff(bootstrap, sink, producer.positions)
+            row.update(output_missing=out_missing, output_duplicated=out_dup)
+    row["wall_s"] = round(time.monotonic() - began, 1)
+    row["chaos_wall_s"] = round(chaos_wall, 1)
+    row["failures"] = failures
+    return row
+
+
+def check_row(row: dict[str, Any], allow_dup: bool | None = None) -> None:
+    problems = list(row["failures"])
+    g = row["guarantee"]
+    if row.get("lost") is not None:
+        allowed_dup = g == "at-least-once" if allow_dup is None else allow_dup
+        if row["lost"] or row["sum_lost"]:
+            problems.append(f"lost {row['lost']} count updates, {row['sum_lost']} of sums "
+                            f"(per partition (lost, dup): {row['per_partition']})")
+        if not allowed_dup and (row["duplicated"] or row["sum_duplicated"]):
+            problems.append(f"duplicated {row['duplicated']} count updates, "
+                            f"{row['sum_duplicated']} of sums "
+                            f"(per partition (lost, dup): {row['per_partition']})")
+        if g == "exactly-once" and (row["output_missing"] or row["output_duplicated"]):
+            problems.append(f"output: {row['output_missing']} missing, "
+                            f"{row['output_duplicated']} duplicated records")
+    if problems and row.get("examples"):
+        problems.append(f"{row['users_wrong']} users differ (got/expected), e.g.:\n"
+                        + "\n".join(row["examples"]))
+    summary = {k: v for k, v in row.items() if k not in ("failures", "examples")}
+    assert not problems, f"{summary}\n\n" + "\n\n".join(problems)
+
+
+def _report_row(report: Callable[..., None], row: dict[str, Any], what: str) -> None:
+    tried = (f"seed {row['seed']}, {row['input']:,} msgs live, {row['stops']} SIGSTOPs "
+             f"({row['stops_after_start']} right after a start), {row['kills']} SIGKILLs, "
+             f"{row['terms']} SIGTERMs, {row['scale_out']}+{row['scale_in']} scale out+in, "
+             f"{row['restores']} task restores")
+    lost = "-" if row.get("lost") is None else row["lost"] + row.get("output_missing", 0)
+    dup = "-" if row.get("duplicated") is None else (row["duplicated"]
+                                                     + row.get("output_duplicated", 0))
+    bad = row["failures"] or lost != 0 or (dup != 0 and row["guarantee"] != "at-least-once")
+    outcome = "FAIL" if bad else ("exact" if dup == 0 else "no loss, duplicates")
+    report(f"{what} ({row['guarantee']})", tried, lost, dup, outcome)
+
+
+@pytest.mark.timeout(900)
+def test_zombies(zombie_case: tuple[str, int], full: bool, report: Callable[..., None],
+                 kafka_bootstrap: str, topic_name: Callable[[str], str], tmp_path: Path) -> None:
+    """SIGSTOP > session timeout mixed with SIGKILL, SIGTERM and scaling: exact state."""
+    guarantee, seed = zombie_case
+    row = run_chaos(kafka_bootstrap, topic_name, tmp_path, guarantee, seed,
+                    chaos_s=50.0 if full else 25.0, rate=RATE)
+    record_run(row)
+    _report_row(report, row, "zombies: SIGSTOP/KILL/TERM/scale")
+    check_row(row)
+
+
+@pytest.mark.parametrize("guarantee", GUARANTEES)
+def test_no_chaos_baseline(guarantee: str, kafka_bootstrap: str, topic_name: Callable[[str], str],
+                           tmp_path: Path) -> None:
+    """The same harness without faults must be exact: proves the reference and the checks."""
+    if os.environ.get("MILLPOND_ZOMBIE_BASELINE") != "1":
+        pytest.skip("harness self-check; set MILLPOND_ZOMBIE_BASELINE=1 to run it")
+    row = run_chaos(kafka_bootstrap, topic_name, tmp_path, guarantee, 7, chaos_s=0, rate=RATE)
+    record_run({**row, "test": "zombies-baseline"})
+    check_row(row, allow_dup=False)  # nothing failed: no duplicates even at-least-once
+
+
+# ---- a rebalance while a big store restores ------------------------------------------------
+
+def seed_changelog(bootstrap: str, topic: str, records: int) -> dict[int, int]:
+    """Write ``records`` distinct keys ``seed-<p>-<i>`` (count values) straight into the counts
+    changelog, spread over the partitions; returns the last offset per partition."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50, "batch.size": 1_000_000,
+                         "compression.type": "lz4", "queue.buffering.max.messages": 500_000,
+                         "enable.idempotence": True})
+    last: dict[int, int] = {}
+    errors: list[str] = []
+
+    def on_delivery(err: Any, msg: Any) -> None:
+        if err is not None:
+            errors.append(err.str())
+        elif msg.offset() > last.get(msg.partition(), -1):
+            last[msg.partition()] = msg.offset()
+
+    for i in range(records):
+        p = i % PARTITIONS
+        while True:
+            try:
+                producer.produce(topic, str(i % 9 + 1).encode(), f"seed-{p}-{i}".encode(), p,
+                                 on_delivery=on_delivery)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if i % 20000 == 0:
+            producer.poll(0)
+    assert producer.flush(120) == 0 and not errors, errors[:3]
+    return last
+
+
+def seed_value(key: str) -> int:
+    return int(key.rsplit("-", 1)[1]) % 9 + 1
+
+
+def restore_events(path: Path) -> list[tuple[float, int, str, int]]:
+    """(time, pid, event, partition) of the counts store's restores, from TimedRestoreListener."""
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        when, pid, event, store, partition, _ = line.split()
+        if store == "counts":
+            out.append((float(when), int(pid), event, int(partition)))
+    return out
+
+
+@pytest.mark.timeout(900)
+def test_join_while_a_big_store_restores(
+    full: bool, report: Callable[..., None], kafka_bootstrap: str,
+    topic_name: Callable[[str], str], tmp_path: Path,
+) -> None:
+    """B joins while A restores a store of 300k (1M with --faults-full) records: A's restore
+    finishes or restarts, partitions move to B (which restores them), nothing crashes, and
+    the state is exact."""
+    from millpond.changelog.checkpoint import Checkpoint, checkpoint_topic, task_name
+
+    began = time.monotonic()
+    records = 1_000_000 if full else 300_000
+    source, job = topic_name("in"), topic_name("job")
+    create_topic(kafka_bootstrap, source, PARTITIONS)
+    for store in ("counts", "sums"):
+        create_topic(kafka_bootstrap, f"{job}-{store}-changelog", PARTITIONS,
+                     **{"cleanup.policy": "compact"})
+    ckpt_topic = checkpoint_topic(job, "1")
+    create_topic(kafka_bootstrap, ckpt_topic, PARTITIONS, **{"cleanup.policy": "compact"})
+    last = seed_changelog(kafka_bootstrap, f"{job}-counts-changelog", records)
+    ckpts = Producer({"bootstrap.servers": kafka_bootstrap})
+    for p in range(PARTITIONS):
+        ckpt = Checkpoint(task_name(p), p, {source: 0}, {"counts": last[p]})
+        ckpts.produce(ckpt_topic, ckpt.to_bytes(), ckpt.task.encode(), p)
+    assert ckpts.flush(30) == 0
+    seeded_s = time.monotonic() - began
+
+    events = tmp_path / "restore-events.txt"
+    env = {"MILLPOND_TEST_EVENTS": str(events)}
+    logs = tmp_path / "logs"
+    logs.mkdir()
+
+    def config(state: str, listener: bool = True) -> Path:
+        extra = ({"task.restore.listener.class": "tests.jobs.two_stores.TimedRestoreListener"}
+                 if listener else {})
+        return write_properties(tmp_path / f"{state}.properties", job_properties(
+            kafka_bootstrap, job, source, tmp_path / state, "effectively-once", **extra))
+
+    producer = InputProducer(kafka_bootstrap, source, 1000.0, 99)
+    procs: list[Proc] = []
+    failures: list[str] = []
+    try:
+        producer.start()
+        a = Proc.start("A", config("state-a"), logs / "a.log", env=env)
+        procs.append(a)
+        deadline = time.monotonic() + 120
+        while (time.monotonic() < deadline and a.alive
+               and not any(e[1] == a.popen.pid for e in restore_events(events))):
+            time.sleep(0.05)
+        assert a.alive and restore_events(events), f"A never began restoring:\n{tail(a.log)}"
+        b_started = time.time()
+        b = Proc.start("B", config("state-b"), logs / "b.log", env=env)
+        procs.append(b)
+        # Until both hold partitions, all 8 are covered, and nothing moved for 5 s.
+        deadline, quiet_since, seen = time.monotonic() + 240, time.monotonic(), (-1, -1)
+        while time.monotonic() < deadline:
+            for proc in procs:
+                proc.follow_log()
+                if not proc.alive:
+                    failures.append(f"{proc.name}: exited by itself with code "
+                                    f"{proc.popen.returncode}\n{tail(proc.log)}")
+            if failures:
+                break
+            sizes = (a.read_at, b.read_at)
+            if sizes != seen:  # logs still moving: restores, rebalances
+                seen, quiet_since = sizes, time.monotonic()
+            covered = a.owned | b.owned == set(range(PARTITIONS))
+            if a.owned and b.owned and covered and time.monotonic() - quiet_since > 5:
+                break
+            time.sleep(0.2)
+        else:
+            failures.append(f"no stable assignment within 240 s: A {sorted(a.owned)}, "
+                            f"B {sorted(b.owned)}\n{tail(a.log)}\n{tail(b.log)}")
+        producer.stop()
+        time.sleep(2)
+        for proc in procs:
+            proc.signal(signal.SIGTERM)
+        for proc in procs:
+            try:
+                rc = proc.popen.wait(TERM_EXIT_S)
+            except subprocess.TimeoutExpired:
+                rc = None
+            if rc != 0 and not any(f.startswith(proc.name) for f in failures):
+                failures.append(f"{proc.name}: exit code {rc} after SIGTERM\n{tail(proc.log)}")
+    finally:
+        for proc in procs:
+            if proc.alive:
+                proc.popen.kill()
+                proc.popen.wait(10)
+            proc.reap()
+        if producer.is_alive():
+            producer._halt.set()
+    for proc in procs:
+        if "Traceback" in proc.log.read_text(errors="replace"):
+            failures.append(f"{proc.name} logged a traceback:\n{tail(proc.log)}")
+
+    evs = restore_events(events)
+    a_evs = [e for e in evs if e[1] == a.popen.pid]
+    b_evs = [e for e in evs if e[1] == b.popen.pid]
+    a_end = max((e[0] for e in a_evs if e[2] == "end"), default=float("inf"))
+    row: dict[str, Any] = {
+        "test": "join-during-restore", "records": records, "input": producer.acked,
+        "seeded_s": round(seeded_s, 1),
+        "a_restores": sum(e[2] == "end" for e in a_evs),
+        "b_restores": sum(e[2] == "end" for e in b_evs),
+        "b_started_before_a_restored_s": round(a_end - b_started, 1),
+        "a_partitions_at_end": sorted(a.owned), "b_partitions_at_end": sorted(b.owned),
+    }
+    final_conf = config("state-final", listener=False)
+    rc, final_tail = final_run(final_conf, logs / "final.log", timeout=600)
+    if rc != 0:
+        failures.append(f"final --bounded run exit code {rc}:\n{final_tail}")
+    else:
+        counts_state = dump_store(final_conf, "counts")
+        sums_state = dump_store(final_conf, "sums")
+        seeds = {k: v for k, v in counts_state.items() if k.startswith("seed-")}
+        users = {k: v for k, v in counts_state.items() if not k.startswith("seed-")}
+        seed_wrong = sum(seed_value(k) != v for k, v in seeds.items())
+        lost, dup, _ = per_partition_diff(users, producer.counts)
+        sum_lost, sum_dup, _ = per_partition_diff(sums_state, producer.sums)
+        row.update(seed_keys=len(seeds), seed_wrong=seed_wrong, lost=lost, duplicated=dup,
+                   sum_lost=sum_lost, sum_duplicated=sum_dup)
+        if len(seeds) != records or seed_wrong:
+            failures.append(f"seeded keys: {len(seeds)} of {records} present, {seed_wrong} wrong")
+        if lost or dup or sum_lost or sum_dup:
+            failures.append(f"input: lost {lost}, duplicated {dup} count updates "
+                            f"(sums: lost {sum_lost}, duplicated {sum_dup})")
+    row["wall_s"] = round(time.monotonic() - began, 1)
+    record_run(row | {"failures": failures})
+    report("join during a restore (effectively-once)",
+           f"B joins {row['b_started_before_a_restored_s']}s before A finished restoring "
+           f"{records:,} changelog records; {producer.acked:,} msgs live",
+           row.get("lost", "-"), row.get("duplicated", "-"), "FAIL" if failures else "exact")
+    assert row["b_started_before_a_restored_s"] > 0, f"B started after A's restore: {row}"
+    assert not failures, f"{row}\n\n" + "\n\n".join(failures)
