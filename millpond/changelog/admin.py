@@ -94,12 +94,6 @@ class TopicAdmin:
             if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise
 
-    def watermarks(self, consumer: Any, topic: str, partition: int) -> tuple[int, int]:
-        """(low, high) offsets of ``topic[partition]``; high is the LSO under read_committed."""
-        from confluent_kafka import TopicPartition
-
-        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=TIMEOUT)
-        return int(low), int(high)
 
 
 def check_job_topics(

@@ -125,17 +125,16 @@ def read_checkpoints(
 ) -> dict[str, Checkpoint]:
     """The latest checkpoint of every task in the job's checkpoint topic (empty if none),
     reading only ``partitions`` (the tasks' own) when given."""
-    from confluent_kafka import TopicPartition
 
-    from millpond.changelog.restore import read_range
+    from millpond.changelog.restore import read_range, watermarks
 
     if partitions is None:
         md = consumer.list_topics(topic, timeout=30).topics.get(topic)
         partitions = sorted(md.partitions) if md is not None and md.error is None else []
     latest: dict[str, Checkpoint] = {}
     for p in partitions:
-        low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
-        for batch in read_range(consumer, topic, p, int(low), int(high)):
+        low, high = watermarks(consumer, topic, p)
+        for batch in read_range(consumer, topic, p, low, high):
             for msg in batch:
                 key = (msg.key() or b"").decode()
                 value = msg.value()

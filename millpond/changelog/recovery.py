@@ -26,7 +26,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer
 
 from millpond.changelog import local
 from millpond.changelog.checkpoint import (
@@ -46,6 +46,7 @@ from millpond.changelog.restore import (
     read_range,
     restore_steps,
     run_steps,
+    watermarks,
 )
 
 log = logging.getLogger(__name__)
@@ -133,8 +134,7 @@ def observe(
     where: StorePartition, guarantee: Guarantee, checkpointed: int | None, consumer: Consumer,
 ) -> Observation:
     """Read watermarks and ``OFFSET`` files: the facts :func:`plan_recovery` needs."""
-    tp = TopicPartition(where.topic, where.partition)
-    low, high = (int(x) for x in consumer.get_watermark_offsets(tp, timeout=30))
+    low, high = watermarks(consumer, where.topic, where.partition)
     state = LocalState.read(where.live) if where.live is not None else None
     return Observation(where, guarantee, low, high, checkpointed, state)
 

@@ -17,7 +17,7 @@ from contextlib import closing
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from millpond.changelog.errors import ChangelogError
 
@@ -93,6 +93,34 @@ def restore_consumer(base: Mapping[str, Any], isolation: str) -> Consumer:
     conf.update(base)
     conf["isolation.level"] = isolation
     return Consumer(conf)
+
+
+# Errors a partition's leader gives while it moves or right after its topic was created.
+_TRANSIENT = frozenset({
+    KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION, KafkaError._TIMED_OUT,
+    KafkaError.NOT_COORDINATOR, KafkaError._TRANSPORT,
+})
+
+
+def watermarks(consumer: Consumer, topic: str, partition: int, timeout: float = 30.0) -> tuple[int, int]:
+    """(low, high) offsets of ``topic[partition]`` (high is the LSO for read_committed
+    consumers), retrying transient leader errors for up to ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            low, high = consumer.get_watermark_offsets(
+                TopicPartition(topic, partition), timeout=max(1.0, deadline - time.monotonic()))
+            return int(low), int(high)
+        except KafkaException as exc:
+            error = exc.args[0]
+            if not (error.retriable() or error.code() in _TRANSIENT):
+                raise
+            if time.monotonic() >= deadline:
+                raise ChangelogError(
+                    f"offsets of {topic}[{partition}] unavailable for {timeout:.0f}s: "
+                    f"{error.str()}") from exc
+            time.sleep(0.2)
 
 
 def read_range(

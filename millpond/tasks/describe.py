@@ -10,12 +10,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import TopicPartition
-
 from millpond.changelog import local
 from millpond.changelog.admin import store_topic
 from millpond.changelog.checkpoint import read_offset_file, task_name
 from millpond.changelog.errors import CheckpointError
+from millpond.changelog.restore import watermarks
 from millpond.tasks.offline import Job
 from millpond.tasks.storage import open_engine, serdes_for
 
@@ -53,7 +52,7 @@ def describe(job: Job, store: str | None = None) -> tuple[list[PartitionInfo], d
             settings[topic] = {k: conf[k] for k in ("cleanup.policy", "min.compaction.lag.ms",
                                                     "segment.bytes", "retention.ms") if k in conf}
             for p in job.partitions(cfg):
-                low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+                low, high = watermarks(consumer, topic, p)
                 live = local.store_dir(job.config.job.logged_store_base_dir,
                                        job.config.job.name, cfg.name, p)
                 so = read_offset_file_quiet(live)

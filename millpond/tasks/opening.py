@@ -18,13 +18,13 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer
 
 from millpond.changelog.checkpoint import read_checkpoints, task_name
 from millpond.changelog.errors import ProducerFencedError, TransactionAbortedError
 from millpond.changelog.guarantees import Guarantee
 from millpond.changelog.producer import TrackedProducer
-from millpond.changelog.restore import RestoreListener
+from millpond.changelog.restore import RestoreListener, watermarks
 from millpond.config import Config
 from millpond.tasks.api import StreamTask, TaskContext
 from millpond.tasks.collector import KafkaCollector, SerdeLookup
@@ -115,8 +115,7 @@ def start_positions(
     """
     positions: dict[str, int] = {}
     for topic in inputs:
-        low, high = (int(x) for x in consumer.get_watermark_offsets(
-            TopicPartition(topic, partition), timeout=30))
+        low, high = watermarks(consumer, topic, partition)
         offset = checkpointed.get(topic)
         if offset is None:
             positions[topic] = low
