@@ -12,6 +12,16 @@ ROWS: list[dict[str, Any]] = []
 SUMMARY = Path(__file__).resolve().parents[2] / "benchmarks" / "out" / "faults-summary.md"
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect (not skip) the tests marked ``faults_full`` unless --faults-full is given."""
+    if config.getoption("--faults-full"):
+        return
+    keep = [i for i in items if i.get_closest_marker("faults_full") is None]
+    if len(keep) != len(items):
+        config.hook.pytest_deselected(items=[i for i in items if i not in keep])
+        items[:] = keep
+
+
 @pytest.fixture
 def full(request: pytest.FixtureRequest) -> bool:
     """True under `make faults` (--faults-full): the long versions of the suite."""
