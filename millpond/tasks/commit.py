@@ -15,7 +15,8 @@ carried through a phase before any task enters the next, so producers flush in p
 
 A task whose producer was fenced, or whose transaction was aborted, is reported back as
 failed (nothing of its transaction is visible); the caller closes it without committing.
-``MILLPOND_CRASH_AT`` crash points sit between the phases (see :mod:`millpond.tasks.faults`).
+``MILLPOND_CRASH_AT`` crash points follow each task's step of each phase (see
+:mod:`millpond.tasks.faults`).
 """
 
 from __future__ import annotations
@@ -66,31 +67,29 @@ class CommitProtocol:
         live = list(tasks)
         began = time.monotonic()
 
-        def phase(step: Callable[[TaskInstance], None]) -> None:
+        def phase(step: Callable[[TaskInstance], None], point: str | None = None) -> None:
             for t in list(live):
                 try:
                     step(t)
                 except (ProducerFencedError, TransactionAbortedError) as exc:
                     live.remove(t)
                     failures.append(CommitFailure(t, exc))
+                    continue
                 except KafkaException as exc:  # an injected abort (MILLPOND_ABORT_AT)
                     if not exc.args[0].txn_requires_abort():
                         raise
                     live.remove(t)
                     failures.append(CommitFailure(t, TransactionAbortedError(str(exc))))
+                    continue
+                if point is not None:
+                    crash_point(point)  # once per task, as a crash between tasks is possible
 
-        crash_point("before-flush")
-        phase(self._flush)
-        crash_point("after-flush")
-        phase(self._deliver)
-        crash_point("after-changelog-delivered")
-        phase(self._checkpoint)
-        crash_point("after-checkpoint-topic")
-        phase(self._offsets_and_commit)
-        crash_point("after-offsets-commit")
-        for t in live:
-            t.storage.after_commit()
-        crash_point("after-local-checkpoint")
+        phase(lambda t: crash_point("before-flush"))
+        phase(self._flush, "after-flush")
+        phase(self._deliver, "after-changelog-delivered")
+        phase(self._checkpoint, "after-checkpoint-topic")
+        phase(self._offsets_and_commit, "after-offsets-commit")
+        phase(lambda t: t.storage.after_commit(), "after-local-checkpoint")
         phase(self._begin)
         elapsed = time.monotonic() - began
         for t in live:
