@@ -42,10 +42,11 @@ class ProducerFencedError(ChangelogError):
 class TransactionAbortedError(ChangelogError):
     """A task's transaction could not commit and was aborted; nothing of it is visible.
 
-    ``membership`` is True when the group rejected the offsets (a stale generation or an
-    unknown member: this process's membership ended, or a rebalance is under way).
+    ``unavailable`` is True when a coordinator did not answer in time (a broker restarting,
+    a coordinator moving): the task then waits for the next rebalance or a short hold
+    before it reopens.
     """
 
-    def __init__(self, message: str, membership: bool = False) -> None:
+    def __init__(self, message: str, unavailable: bool = False) -> None:
         super().__init__(message)
-        self.membership = membership
+        self.unavailable = unavailable

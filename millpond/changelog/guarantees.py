@@ -1,12 +1,13 @@
 """Processing guarantees: what each one means for restore, commits and reads.
 
 Every guarantee commits a task's state the same way: one Kafka transaction per task and
-commit holds its changelog writes, its checkpoint record and its input offsets (sent with
-the consumer group's generation, KIP-447). A process whose membership ended (a long GC
-pause, a frozen VM) is fenced twice by the broker: a new owner's ``init_transactions``
-bumps the task's producer epoch, and a stale generation makes its offset commit fail. So a
-zombie can never make changelog or checkpoint writes visible after the new owner's, and
-changelogs and checkpoints are always read ``read_committed``.
+commit holds its changelog writes and its checkpoint record, under a ``transactional.id``
+of the task's own. Every owner of a task initialises that id before it reads the task's
+state, which aborts the previous owner's open transaction and fences its producer, so the
+task's transactions are serialized: a process that paused (a long GC, a frozen VM) and
+resumes after its task moved either committed before the new owner read the state, and is
+part of it, or is refused. Changelogs and the checkpoint topic are therefore always read
+``read_committed``.
 
 The guarantees differ in what they restore and how outputs and inputs are read:
 

@@ -24,12 +24,6 @@ from millpond.changelog.errors import DeliveryError, ProducerFencedError, Transa
 
 log = logging.getLogger(__name__)
 
-# Group errors on a transactional offset commit: this member's generation is over.
-MEMBERSHIP_ERRORS = frozenset({
-    KafkaError.ILLEGAL_GENERATION, KafkaError.UNKNOWN_MEMBER_ID,
-    KafkaError.REBALANCE_IN_PROGRESS, KafkaError.FENCED_INSTANCE_ID,
-})
-
 Headers = Sequence[tuple[str, bytes]]
 
 
@@ -185,7 +179,10 @@ class TrackedProducer:
         """The highest acknowledged offset produced to ``topic[partition]``, if any."""
         return self._last.get((topic, partition))
 
-    # Transactions: errors become ProducerFencedError / TransactionAbortedError.
+    # Transactions: errors become ProducerFencedError / TransactionAbortedError. A call that
+    # times out or fails retriably (a coordinator moving or loading, a broker restarting) is
+    # not retried here while the run loop cannot poll: the transaction is abandoned as
+    # aborted, and the task reopens from what was committed, whichever way the call went.
     def _txn(self, what: str, call: Any, *args: Any) -> None:
         if self.fatal is not None:
             raise self._fenced()
@@ -195,10 +192,11 @@ class TrackedProducer:
             self._check_fatal(exc)
             assert isinstance(exc, KafkaException)
             error: KafkaError = exc.args[0]
-            if error.txn_requires_abort():
+            if error.txn_requires_abort() or error.retriable() \
+                    or error.code() == KafkaError._TIMED_OUT:
                 raise TransactionAbortedError(
                     f"producer {self.name}: {what} failed: {error.str()}",
-                    membership=error.code() in MEMBERSHIP_ERRORS) from exc
+                    unavailable=not error.txn_requires_abort()) from exc
             raise
 
     def init_transactions(self, timeout: float = 60.0) -> None:
@@ -208,23 +206,10 @@ class TrackedProducer:
     def begin_transaction(self) -> None:
         self._txn("begin_transaction", self._producer.begin_transaction)
 
-    def send_offsets(self, offsets: list[Any], group_metadata: Any, timeout: float = 60.0) -> None:
-        """Add input offsets to the transaction; the group checks the generation (KIP-447)."""
-        self._txn("send_offsets_to_transaction", self._producer.send_offsets_to_transaction,
-                  offsets, group_metadata, timeout)
-
-    def commit_transaction(self, timeout: float = 60.0) -> None:
+    def commit_transaction(self, timeout: float = 30.0) -> None:
         """Commit the open transaction; delivery errors inside it raise first."""
-        self.flush_and_check(timeout)
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                self._txn("commit_transaction", self._producer.commit_transaction,
-                          max(1.0, deadline - time.monotonic()))
-                return
-            except KafkaException as exc:
-                if not exc.args[0].retriable() or time.monotonic() >= deadline:
-                    raise
+        self.flush_and_check(max(timeout, 120.0))
+        self._txn("commit_transaction", self._producer.commit_transaction, timeout)
 
     def abort_transaction(self, timeout: float = 30.0) -> None:
         """Abort the open transaction (best effort: a fenced producer has none to abort)."""

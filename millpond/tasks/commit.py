@@ -8,10 +8,18 @@ carried through a phase before any task enters the next, so producers flush in p
    error stops the job before anything is committed);
 3. ``checkpoint``: the checkpoint record (next input offsets, last changelog offsets) goes
    to the task's partition of the checkpoint topic, inside the transaction;
-4. ``offsets``: the input offsets join the transaction with the group's generation (the
-   group refuses them from a member whose generation is over), and the transaction commits;
+4. ``txn``: the transaction commits;
 5. ``local``: each store's directory is checkpointed (RocksDB checkpoint + OFFSET file);
-6. a new transaction begins.
+6. a new transaction begins; the input offsets are committed to the consumer group (async,
+   for lag tools only: the checkpoint topic is what a task resumes from).
+
+The fence is the task's ``transactional.id``: every owner initialises it before it reads
+the task's state, which aborts the previous owner's open transaction and bumps the epoch,
+so the task's transactions are serialized: a paused process's transaction either committed
+before the new owner read the state (and is part of it) or is refused. The offsets are not
+sent into the transaction: ``send_offsets_to_transaction`` can block past its timeout while
+the group coordinator moves (librdkafka issues 5456 and 5511), and the epoch fence does not
+need the generation check it adds.
 
 A task whose producer was fenced, or whose transaction was aborted, is reported back as
 failed (nothing of its transaction is visible); the caller closes it without committing.
@@ -47,15 +55,16 @@ class CommitFailure:
     error: ChangelogError
 
     @property
-    def membership(self) -> bool:
-        """True if the group refused the commit or the producer was fenced: the task may
-        belong to another process now."""
+    def hold(self) -> bool:
+        """True if the task should reopen only after the next rebalance (or a short hold):
+        its producer was fenced (the task may belong to another process now), or a
+        coordinator did not answer."""
         return isinstance(self.error, ProducerFencedError) or getattr(
-            self.error, "membership", False)
+            self.error, "unavailable", False)
 
 
 class CommitProtocol:
-    """Commits tasks through per-task transactions fenced by the group generation."""
+    """Commits tasks through per-task transactions, fenced by the tasks' transactional ids."""
 
     def __init__(self, consumer: Consumer, checkpoint_topic: str) -> None:
         self.consumer = consumer
@@ -88,9 +97,10 @@ class CommitProtocol:
         phase(self._flush, "after-flush")
         phase(self._deliver, "after-changelog-delivered")
         phase(self._checkpoint, "after-checkpoint-topic")
-        phase(self._offsets_and_commit, "after-offsets-commit")
+        phase(self._commit_transaction, "after-offsets-commit")
         phase(lambda t: t.storage.after_commit(), "after-local-checkpoint")
         phase(self._begin)
+        self._commit_offsets(live)
         elapsed = time.monotonic() - began
         for t in live:
             t.metrics.commits += 1
@@ -110,13 +120,20 @@ class CommitProtocol:
         t.producer.send(self.checkpoint_topic, t.partition, t.name.encode(),
                         t.checkpoint().to_bytes())
 
-    def _offsets_and_commit(self, t: TaskInstance) -> None:
-        offsets = [TopicPartition(topic, t.partition, off)
-                   for topic, off in t.next_offsets.items()]
-        if offsets:
-            t.producer.send_offsets(offsets, self.consumer.consumer_group_metadata())
+    @staticmethod
+    def _commit_transaction(t: TaskInstance) -> None:
         abort_point()
         t.producer.commit_transaction()
+
+    def _commit_offsets(self, tasks: list[TaskInstance]) -> None:
+        """Tell the group how far the tasks got (monitoring only; failures are harmless)."""
+        offsets = [TopicPartition(topic, t.partition, off)
+                   for t in tasks for topic, off in t.next_offsets.items()]
+        if offsets:
+            try:
+                self.consumer.commit(offsets=offsets, asynchronous=True)
+            except KafkaException as exc:
+                log.debug("committing offsets to the group failed: %s", exc)
 
     @staticmethod
     def _begin(t: TaskInstance) -> None:

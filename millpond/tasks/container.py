@@ -9,7 +9,7 @@ input; task N also reads partition N of every other input. The container wires t
   assigned; tasks are opened (producer init, checkpoint, restore) by
   :mod:`millpond.tasks.opening` inside
 * :mod:`millpond.tasks.runloop`, which polls, dispatches, windows and commits through
-* :mod:`millpond.tasks.commit` (one transaction per task, fenced by the group generation);
+* :mod:`millpond.tasks.commit` (one transaction per task, fenced by its transactional id);
 * :mod:`millpond.tasks.deadletter` decides what a failed message does;
 * :mod:`millpond.tasks.streams` builds the streams' serdes.
 
@@ -147,7 +147,7 @@ class Container:
     def _commit_failed(self, failure: CommitFailure) -> None:
         assert self.opener and self.consumer and self.membership
         t = failure.task
-        hold = self.opener.hold_s if failure.membership else 0.0
+        hold = self.opener.hold_s if failure.hold else 0.0
         log.warning("transaction of task %s aborted, nothing of it is visible (%s); "
                     "restoring it from the checkpoint%s", t.name, failure.error,
                     " after the next rebalance" if hold else "")

@@ -111,7 +111,7 @@ def start_positions(
     """The next offset of each input partition: the checkpoint's, else the topic's start.
 
     Says loudly when input the checkpoint still needs was deleted (e.g. by retention).
-    Every input gets an explicit offset, so every commit carries the group's generation.
+    Every input gets an explicit offset, so every checkpoint names all of them.
     """
     positions: dict[str, int] = {}
     for topic in inputs:

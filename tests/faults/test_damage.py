@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -136,7 +137,14 @@ def test_broker_restart_mid_run(
         broker.stop()
         time.sleep(3)
         broker.start(timeout=120)
-        out, _ = proc.communicate(timeout=180)
+        try:
+            out, _ = proc.communicate(timeout=180)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate(timeout=30)
+            ours = [line for line in (started + out).splitlines() if not line.startswith("%")]
+            raise AssertionError("job did not finish within 180 s of the broker restart:\n"
+                                 + "\n".join(ours[-60:])) from None
         out = started + out
     finally:
         if proc.poll() is None:
