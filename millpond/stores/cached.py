@@ -43,7 +43,7 @@ DEFAULT_WRITE_BATCH_SIZE = 50_000
 DEFAULT_CACHE_MAX_BYTES = 32 * MiB
 
 ENTRY_OVERHEAD = 100  # bytes per cached entry: OrderedDict slot and node (measured ~91)
-WRITE_CHUNK = 10_000  # entries per write_batch call below: bounds the serialized copies in flight
+WRITE_CHUNK = 1000  # entries per write_batch call below: bounds the serialized copies in flight
 _FULL_SAMPLES = 1024  # sample every inserted entry's size until this many samples ...
 _SAMPLE_EVERY = 16  # ... then one insert in this many
 _DECAY_AT = 8192  # halve the sample sum and count here, so recent sizes weigh more
