@@ -188,6 +188,16 @@ def test_store_defaults(tmp_path: Path) -> None:
         cached.DEFAULT_CACHE_MAX_BYTES)
 
 
+def test_store_cache_keys_accept_zero_as_off(tmp_path: Path) -> None:
+    store = load(tmp_path, "job.name=x\n" + STORE + """
+stores.s.object.cache.size = 0
+stores.s.write.batch.size = 0
+stores.s.object.cache.max.bytes = 0
+""").stores["s"]
+    assert (store.object_cache_size, store.write_batch_size, store.object_cache_max_bytes) == (
+        0, 0, 0)
+
+
 def test_store_settings(tmp_path: Path) -> None:
     store = load(tmp_path, "job.name=x\n" + STORE + """
 stores.s.changelog = my-changelog
