@@ -517,7 +517,7 @@ def markdown(results: dict[str, Any]) -> str:
     if mp:
         notes.append("Store micro-benchmark (benchmarks/store_micro.py, 1 thread, 100-byte values, "
                      "random key order): raw rocksdict does one `put` per key; millpond's store "
-                     "(string key serde, bytes value serde, object cache, write.batch.size=500) "
+                     "(string key serde, bytes value serde, object cache with its defaults) "
                      "writes through WriteBatches, so its put rate can exceed the raw per-key "
                      "rate.")
     si = skew.get("input") or {}

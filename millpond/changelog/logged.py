@@ -1,24 +1,29 @@
 """The logged store layer: every write to the engine is mirrored to the changelog.
 
-It sits between the cached layer and the engine (Samza's ``LoggedStore``). Reads pass
-straight through. The first write after a commit calls ``on_dirty`` so the store's
-``OFFSET`` file can be removed: from then on the directory holds writes that no
-checkpoint describes.
+It sits between the serialized layer and the engine (Samza's ``LoggedStore``). Reads pass
+straight through. Writes arrive as batches (the cache's write-down); each is applied to the
+engine as one WriteBatch with RocksDB's write-ahead log OFF, and sent as one changelog record
+per key. Skipping the WAL is safe because a crashed live directory is never trusted: the first
+write after a commit calls ``on_dirty``, which removes the store's ``OFFSET`` file, and the
+commit flushes the engine's memtables (``flush()``, then ``TaskStorage.after_commit``) before
+it writes ``OFFSET`` again. Recovery of a directory without ``OFFSET`` starts from the last
+commit's checkpoint or from nothing. Stores without a changelog have no logged layer and keep
+the WAL.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
 
 from millpond.changelog.producer import TrackedProducer
+from millpond.stores.api import StorageEngine
 
 
 class LoggedStore:
-    """A BytesStore that writes through to ``inner`` and to ``topic[partition]``."""
+    """A BytesStore that writes through to ``inner`` (WAL off) and to ``topic[partition]``."""
 
     def __init__(
-        self, inner: Any, producer: TrackedProducer, topic: str, partition: int,
+        self, inner: StorageEngine, producer: TrackedProducer, topic: str, partition: int,
         on_dirty: Callable[[], None] | None = None,
     ) -> None:
         self.inner = inner
@@ -26,14 +31,19 @@ class LoggedStore:
         self.topic = topic
         self.partition = partition
         self._on_dirty = on_dirty
-        self.dirty = False
+        self.dirty = False  # written since the last commit
+        self.unflushed = False  # written since the engine's last flush (not yet durable)
         self.writes = 0
+        self._engine_write = inner.write_batch
         # Reads pass through unchanged.
         self.get = inner.get
         self.get_all = inner.get_all
         self.range = inner.range
         self.prefix = inner.prefix
         self.all = inner.all
+
+    def __repr__(self) -> str:
+        return f"LoggedStore({self.topic}[{self.partition}], over {self.inner!r})"
 
     def _mark(self) -> None:
         if not self.dirty:
@@ -45,36 +55,44 @@ class LoggedStore:
         """Called after a commit: the engine's content is described by a checkpoint again."""
         self.dirty = False
 
-    def _log(self, items: Iterable[tuple[bytes, bytes | None]]) -> None:
-        send, topic, part = self.producer.send, self.topic, self.partition
-        n = 0
-        for key, value in items:
-            send(topic, part, key, value)
-            n += 1
-        self.writes += n
-
     def write_batch(self, items: Sequence[tuple[bytes, bytes | None]]) -> None:
-        """Apply a batch (None value = delete) to the engine, then log it."""
+        """Apply a batch (None value = delete) to the engine without WAL, then log each key."""
         if not items:
             return
         self._mark()
-        self.inner.write_batch(items)
-        self._log(items)
+        self.unflushed = True
+        self._engine_write(items, True)  # disable_wal: see the module docstring
+        send, topic, part = self.producer.send, self.topic, self.partition
+        for key, value in items:
+            send(topic, part, key, value)
+        self.writes += len(items)
 
     def put(self, key: bytes, value: bytes) -> None:
+        """Write one key (a batch of one)."""
         self.write_batch([(key, value)])
 
     def put_all(self, items: Iterable[tuple[bytes, bytes]]) -> None:
+        """Write every pair as one batch."""
         self.write_batch(list(items))
 
     def delete(self, key: bytes) -> None:
+        """Delete one key (a tombstone in the changelog)."""
         self.write_batch([(key, None)])
 
     def delete_all(self, keys: Iterable[bytes]) -> None:
+        """Delete every key as one batch."""
         self.write_batch([(k, None) for k in keys])
 
     def flush(self) -> None:
+        """Flush the engine's memtables: the WAL-less writes so far become durable."""
         self.inner.flush()
+        self.unflushed = False
+
+    def sync(self) -> None:
+        """flush() if anything was written since the last flush (before writing OFFSET)."""
+        if self.unflushed:
+            self.flush()
 
     def close(self) -> None:
+        """Close the engine (which flushes its memtables)."""
         self.inner.close()

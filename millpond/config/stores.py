@@ -32,12 +32,23 @@ FACTORIES: dict[str, StoreFactory] = {
 
 KNOWN_KEYS = (
     "factory", "key.serde", "msg.serde", "changelog", "changelog.replication.factor",
-    "object.cache.size", "write.batch.size", "rocksdb.compression", "rocksdb.block.size.bytes",
+    "object.cache.size", "write.batch.size", "object.cache.max.bytes", "rocksdb.compression",
+    "rocksdb.block.size.bytes", "rocksdb.bloom.filter.bits.per.key",
     "rocksdb.num.write.buffers", "rocksdb.ttl.ms", "rocksdb.max.log.file.size.bytes",
     "rocksdb.keep.log.file.num", "container.write.buffer.size.bytes",
     "container.cache.size.bytes",
 )
 CHANGELOG_TOPIC_PREFIX = "changelog.kafka."
+
+# The object cache's bounds per store and task (millpond.stores.cached has the same defaults).
+# Samza's defaults are 1000 / 500; millpond's are larger because in Python a cache miss
+# (engine get + deserialize) and a write-down (serialize + engine put + changelog record) cost
+# far more than a hit, and the dirty bound is what lets a commit interval's repeated writes
+# to a key coalesce into one. object.cache.max.bytes bounds the estimated memory (Kafka
+# Streams' statestore.cache.max.bytes); 0 for it or object.cache.size turns the cache off.
+DEFAULT_OBJECT_CACHE_SIZE = 100_000
+DEFAULT_WRITE_BATCH_SIZE = 50_000
+DEFAULT_OBJECT_CACHE_MAX_BYTES = 32 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -51,8 +62,9 @@ class StoreConfig:
     changelog: StreamRef | None = None
     changelog_replication_factor: int | None = None
     changelog_topic_config: dict[str, str] = field(default_factory=dict)
-    object_cache_size: int = 1000
-    write_batch_size: int = 500
+    object_cache_size: int = DEFAULT_OBJECT_CACHE_SIZE  # entries; 0 = no cache
+    write_batch_size: int = DEFAULT_WRITE_BATCH_SIZE  # dirty entries; 0 = write-through
+    object_cache_max_bytes: int = DEFAULT_OBJECT_CACHE_MAX_BYTES  # estimated; 0 = no cache
     properties: dict[str, str] = field(default_factory=dict)
 
 
@@ -99,8 +111,12 @@ def _parse_store(
             props, prefix + "changelog.replication.factor", minimum=1
         ),
         changelog_topic_config=with_prefix(own, CHANGELOG_TOPIC_PREFIX),
-        object_cache_size=get_int(props, prefix + "object.cache.size", 1000, minimum=0),
-        write_batch_size=get_int(props, prefix + "write.batch.size", 500, minimum=1),
+        object_cache_size=get_int(props, prefix + "object.cache.size",
+                                  DEFAULT_OBJECT_CACHE_SIZE, minimum=0),
+        write_batch_size=get_int(props, prefix + "write.batch.size", DEFAULT_WRITE_BATCH_SIZE,
+                                 minimum=0),
+        object_cache_max_bytes=get_int(props, prefix + "object.cache.max.bytes",
+                                       DEFAULT_OBJECT_CACHE_MAX_BYTES, minimum=0),
         properties=own,
     )
 

@@ -1,11 +1,11 @@
 """millpond.stores: Samza-style key-value stores.
 
-Engines (RocksDbEngine, InMemoryEngine) store bytes; CachedStore adds an LRU write-back cache;
-SerializedStore gives the typed KeyValueStore tasks use; build_store stacks them.
+Engines (RocksDbEngine, InMemoryEngine) store bytes; SerializedStore turns them typed;
+CachedStore caches deserialized objects with write-back; NullSafeStore rejects None on top.
+build_stack/build_store (millpond.stores.factory) stack them.
 """
 
-from millpond.stores.api import BytesStore, KeyValueIterator, KeyValueStore
-from millpond.stores.build import build_store
+from millpond.stores.api import BytesStore, KeyValueIterator, KeyValueStore, StorageEngine
 from millpond.stores.cached import CachedStore
 from millpond.stores.engines import InMemoryEngine, RocksDbEngine, RocksDbOptions
 from millpond.stores.errors import (
@@ -14,6 +14,8 @@ from millpond.stores.errors import (
     StoreConfigError,
     StoreError,
 )
+from millpond.stores.factory import StoreStack, build_stack, build_store
+from millpond.stores.nullsafe import NullSafeStore
 from millpond.stores.serialized import SerializedStore
 
 __all__ = [
@@ -23,11 +25,15 @@ __all__ = [
     "KeyValueIterator",
     "KeyValueStore",
     "NoneEntryError",
+    "NullSafeStore",
     "RocksDbEngine",
     "RocksDbOptions",
     "SerializedStore",
+    "StorageEngine",
     "StoreClosedError",
     "StoreConfigError",
     "StoreError",
+    "StoreStack",
+    "build_stack",
     "build_store",
 ]

@@ -1,17 +1,19 @@
-"""The store interfaces: typed KeyValueStore, bytes-level BytesStore, and KeyValueIterator.
+"""The store interfaces: typed KeyValueStore, bytes-level BytesStore and StorageEngine.
 
-Two levels: engines (RocksDB, in-memory) and the cached/logged layers speak bytes through the
-``BytesStore`` protocol; the serialized layer turns a BytesStore into the typed
-``KeyValueStore`` that task code uses. Ordering is always by the serialized key bytes (unsigned
-lexicographic, like RocksDB's default comparator).
+Two levels: the typed layers (null-safe, cached, serialized) implement ``KeyValueStore``; below
+the serialized layer everything speaks bytes: the logged layer implements ``BytesStore`` and the
+engines (RocksDB, in-memory) implement ``StorageEngine``, a BytesStore that can also skip the
+write-ahead log, checkpoint itself and be destroyed. Ordering is always by the serialized key
+bytes (unsigned lexicographic, like RocksDB's default comparator).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
 from types import TracebackType
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar, runtime_checkable
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -56,6 +58,11 @@ class KeyValueStore(ABC, Generic[K, V]):
 
     Keys and values must not be None (NoneEntryError). Order for range/prefix/all is the order of
     the serialized key bytes. Methods raise StoreClosedError after close().
+
+    With the object cache on (the default), ``get`` returns the very object that was ``put``
+    (or deserialized on a miss), not a copy: mutating it changes what later gets return while
+    it stays cached, but only a ``put`` marks it dirty, i.e. to be written to the engine and
+    the changelog at the next commit. Scans return freshly deserialized objects.
     """
 
     @abstractmethod
@@ -82,6 +89,19 @@ class KeyValueStore(ABC, Generic[K, V]):
     def delete_all(self, keys: Iterable[K]) -> None:
         """delete() each key."""
 
+    def write_batch(self, items: Sequence[tuple[K, V | None]]) -> None:
+        """Apply puts and deletes (value None), in order; layers below apply them as one batch.
+
+        This is how the cache writes its dirty entries down. The default applies each item
+        with put()/delete(); the serialized layer overrides it with one engine batch.
+        """
+        put, delete = self.put, self.delete
+        for key, value in items:
+            if value is None:
+                delete(key)
+            else:
+                put(key, value)
+
     @abstractmethod
     def range(self, start: K, end: K) -> KeyValueIterator[K, V]:
         """Entries with start <= serialized key < end, in key order (empty if start >= end)."""
@@ -104,9 +124,10 @@ class KeyValueStore(ABC, Generic[K, V]):
 
 
 class BytesStore(Protocol):
-    """A key-value store over bytes: engines and the cached/logged layers implement it.
+    """A key-value store over bytes: the logged layer and the engines implement it.
 
-    Same semantics as KeyValueStore with bytes keys and values, plus write_batch().
+    Same semantics as KeyValueStore with bytes keys and values, plus write_batch(). Layers at
+    this level do not check for None: the null-safe layer at the top of the stack does.
     """
 
     def get(self, key: bytes) -> bytes | None:
@@ -155,4 +176,38 @@ class BytesStore(Protocol):
 
     def close(self) -> None:
         """Flush and release resources; idempotent."""
+        ...
+
+
+@runtime_checkable
+class StorageEngine(BytesStore, Protocol):
+    """The bottom of a store stack (Samza's StorageEngine): RocksDbEngine, InMemoryEngine.
+
+    A BytesStore plus what the changelog and commit code need from the engine itself:
+    WAL-less batches (changelogged stores and restores skip RocksDB's write-ahead log; such
+    writes are durable only after flush()), checkpoints of its directory, and destruction.
+    ``path`` is the engine's directory, None for an in-memory engine.
+    """
+
+    @property
+    def path(self) -> Path | None:
+        """The directory holding the engine's files (None in memory)."""
+        ...
+
+    def write_batch(
+        self, items: Sequence[tuple[bytes, bytes | None]], disable_wal: bool = False
+    ) -> None:
+        """Apply puts and deletes (value None) atomically; ``disable_wal`` skips the WAL."""
+        ...
+
+    def flush(self) -> None:
+        """Write memtables to disk: makes WAL-less writes durable."""
+        ...
+
+    def checkpoint(self, path: Path | str) -> None:
+        """Write a consistent copy of the engine's files to ``path`` (which must not exist)."""
+        ...
+
+    def destroy(self) -> None:
+        """Close the engine and delete its files."""
         ...

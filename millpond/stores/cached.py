@@ -1,80 +1,150 @@
-"""CachedStore: an LRU write-back cache over a BytesStore (Samza's CachedStore).
+"""CachedStore: an LRU write-back cache of deserialized objects (Samza's CachedStore).
 
-The cache holds up to ``cache_size`` entries, clean or dirty; a delete is a dirty None and a
-lookup that found nothing is a clean None, so neither reaches the inner store again. put/delete
-only touch the cache. Dirty entries go down in ONE ``inner.write_batch`` call when their count
-reaches ``write_batch_size``, when a dirty entry is about to be evicted, on flush(), and before a
-scan (range/prefix/all then read the inner store directly). So repeated writes to a key between
-flushes reach the inner store once. ``cache_size=0`` makes the layer a pure pass-through.
+It sits above the serialized layer, so a hit is one dict lookup: no serde, no engine call. It
+holds clean entries, dirty entries (put or deleted since the last write-down) and misses (a
+lookup that found nothing is cached as absent, so it does not reach the engine again).
+
+Write-back: put/delete only mark the entry dirty. Dirty entries go down to the layer below in
+``write_batch`` calls (each becomes one engine batch and one changelog record per key) at
+``flush()`` (every commit calls it), before a scan (range/prefix/all then read the layer below),
+when a dirty entry is about to be evicted, and when the number of dirty entries reaches
+``write_batch_size``. So repeated writes to a key between commits cost one write-down.
+
+Bounds (Samza's keys, plus one byte bound in the spirit of Kafka Streams'
+``statestore.cache.max.bytes``): at most ``cache_size`` entries (object.cache.size; 0 = no
+cache at all, the factory then leaves the layer out), at most ``write_batch_size`` dirty
+entries (write.batch.size; 0 = write-through: every put is written down at once, the cache
+still serves reads), and about ``max_bytes`` of memory (object.cache.max.bytes; 0 = no
+cache). The byte figure is an ESTIMATE: a running average of ``sys.getsizeof`` of sampled
+keys and values (one level into dicts, lists, tuples and sets) plus ~100 bytes of bookkeeping
+per entry, times the number of entries. Shared sub-objects are counted once per entry and
+objects nested deeper than one level are not counted.
+
+Shared objects: the cache stores the object the task put and ``get`` returns that same object
+(as in Samza and Faust). Mutating it in place changes what later gets return while it stays
+cached; a put() of it marks it dirty, and whatever the object holds at the next write-down is
+what is written. A mutation without a put is never written to the engine or the changelog: it
+is lost when the entry is evicted or the process restarts.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from itertools import islice
+from sys import getsizeof
 
-from millpond.stores.api import BytesStore, KeyValueIterator
-from millpond.stores.errors import NoneEntryError, StoreClosedError, StoreConfigError, StoreError
+from millpond.stores.api import K, KeyValueIterator, KeyValueStore, V
+from millpond.stores.errors import StoreClosedError, StoreConfigError
 
+MiB = 1024 * 1024
+DEFAULT_OBJECT_CACHE_SIZE = 100_000
+DEFAULT_WRITE_BATCH_SIZE = 50_000
+DEFAULT_CACHE_MAX_BYTES = 32 * MiB
+
+ENTRY_OVERHEAD = 100  # bytes per cached entry: OrderedDict slot and node (measured ~91)
+WRITE_CHUNK = 1000  # entries per write_batch call below: bounds the serialized copies in flight
+_FULL_SAMPLES = 1024  # sample every inserted entry's size until this many samples ...
+_SAMPLE_EVERY = 16  # ... then one insert in this many
+_DECAY_AT = 8192  # halve the sample sum and count here, so recent sizes weigh more
 _MISS = object()
-_PASS_THROUGH = (
-    "get", "get_all", "put", "put_all", "delete", "delete_all", "write_batch",
-    "range", "prefix", "all", "flush", "close",
-)  # fmt: skip
 
 
-class CachedStore:
-    """LRU write-back cache of ``cache_size`` entries over ``inner`` (a BytesStore itself)."""
+def estimate_size(obj: object) -> int:
+    """Rough memory of ``obj``: sys.getsizeof, plus its items for dicts, lists, tuples and sets.
 
-    def __init__(self, inner: BytesStore, cache_size: int = 1000, write_batch_size: int = 500):
-        if cache_size < 0:
-            raise StoreConfigError(f"object.cache.size must be >= 0, got {cache_size}")
-        if write_batch_size < 1:
-            raise StoreConfigError(f"write.batch.size must be >= 1, got {write_batch_size}")
+    Containers are looked into one level deep, through at most 16 items (scaled up for larger
+    ones). It is an estimate for the cache's byte bound, not an accounting.
+    """
+    size = getsizeof(obj)
+    kind = type(obj)
+    if kind is dict:
+        n = len(obj)  # type: ignore[arg-type]
+        if n:
+            part = 0
+            for k, v in islice(obj.items(), 16):  # type: ignore[attr-defined]
+                part += getsizeof(k) + getsizeof(v)
+            size += part * n // min(n, 16)
+    elif kind is list or kind is tuple or kind is set or kind is frozenset:
+        n = len(obj)  # type: ignore[arg-type]
+        if n:
+            part = 0
+            for item in islice(obj, 16):  # type: ignore[call-overload]
+                part += getsizeof(item)
+            size += part * n // min(n, 16)
+    return size
+
+
+class CachedStore(KeyValueStore[K, V]):
+    """LRU write-back object cache of store ``store_name`` over the typed store ``inner``."""
+
+    def __init__(
+        self,
+        inner: KeyValueStore[K, V],
+        store_name: str,
+        cache_size: int = DEFAULT_OBJECT_CACHE_SIZE,
+        write_batch_size: int = DEFAULT_WRITE_BATCH_SIZE,
+        max_bytes: int = DEFAULT_CACHE_MAX_BYTES,
+    ) -> None:
+        for key, value in (
+            ("object.cache.size", cache_size),
+            ("write.batch.size", write_batch_size),
+            ("object.cache.max.bytes", max_bytes),
+        ):
+            if value < 0:
+                raise StoreConfigError(f"{key} must be >= 0, got {value}", store=store_name)
+        if cache_size == 0 or max_bytes == 0:
+            raise StoreConfigError(
+                "a cache layer needs object.cache.size > 0 and object.cache.max.bytes > 0 "
+                "(0 turns the cache off: build the stack without this layer)",
+                store=store_name,
+            )
         self.inner = inner
+        self.name = store_name
         self.cache_size = cache_size
         self.write_batch_size = write_batch_size
-        self._cache: OrderedDict[bytes, bytes | None] = OrderedDict()
-        self._dirty: dict[bytes, None] = {}  # keys whose cached value is not yet written down
+        self.max_bytes = max_bytes
+        self._cache: OrderedDict[K, V | None] = OrderedDict()  # None = known absent
+        self._dirty: dict[K, None] = {}  # keys whose cached value is not written down yet
+        self._batch = max(1, write_batch_size)  # 0 = write-through: a write-down per write
+        self._capacity = cache_size  # entries allowed now: min(cache_size, bytes bound)
+        self._size_sum = 0  # sampled entry sizes (bytes) ...
+        self._size_n = 0  # ... and how many were sampled
+        self._sample_countdown = 1
         self._closed = False
+        # Bound once: the hit paths are a dict lookup and a move, no attribute chains.
         self._cache_get = self._cache.get
         self._touch = self._cache.move_to_end
         self._inner_get = inner.get
-        self._inner_write_batch = inner.write_batch
-        if cache_size == 0:
-            # Pass-through: instance attributes shadow the caching methods, so calls go
-            # straight to the inner store at no extra cost.
-            for name in _PASS_THROUGH:
-                setattr(self, name, getattr(inner, name))
+        self._inner_write_batch: Callable[[Sequence[tuple[K, V | None]]], None] = (
+            inner.write_batch
+        )
 
     def __repr__(self) -> str:
         return (
-            f"CachedStore({len(self._cache)}/{self.cache_size} cached, "
+            f"CachedStore({self.name!r}, {len(self._cache)}/{self._capacity} cached, "
             f"{len(self._dirty)} dirty, over {self.inner!r})"
         )
 
     # -- reads --------------------------------------------------------------------------------
 
-    def get(self, key: bytes) -> bytes | None:
-        """Cached value (a cached delete/miss is None without a lookup below), else inner's."""
+    def get(self, key: K) -> V | None:
+        """The cached object (a cached delete or miss is None, with no lookup below), else
+        the inner store's value, which is then cached."""
         value = self._cache_get(key, _MISS)
         if value is _MISS:
-            value = self._inner_get(key)  # raises for a closed store or a bad key
-            cache = self._cache
-            cache[key] = value
-            if len(cache) > self.cache_size:
-                old_key, old_value = cache.popitem(last=False)
-                if old_key in self._dirty:
-                    self._evict_dirty(old_key, old_value)
+            value = self._inner_get(key)
+            self._cache[key] = value
+            self._inserted(key, value)
             return value
         self._touch(key)
         return value  # type: ignore[return-value]
 
-    def get_all(self, keys: Iterable[bytes]) -> dict[bytes, bytes]:
+    def get_all(self, keys: Iterable[K]) -> dict[K, V]:
         """Present keys and values; cache misses are fetched with one inner get_all."""
         cache_get, touch = self._cache_get, self._touch
-        found: dict[bytes, bytes] = {}
-        missing: list[bytes] = []
+        found: dict[K, V] = {}
+        missing: list[K] = []
         for key in keys:
             value = cache_get(key, _MISS)
             if value is _MISS:
@@ -87,56 +157,65 @@ class CachedStore:
             below = self.inner.get_all(missing)
             cache = self._cache
             for key in missing:
-                value = below.get(key)
-                cache[key] = value
-                if value is not None:
-                    found[key] = value
-            if len(cache) > self.cache_size:
+                got = below.get(key)
+                cache[key] = got
+                self._sample(key, got)
+                if got is not None:
+                    found[key] = got
+            if len(cache) > self._capacity:
                 self._evict()
         return found
 
     # -- writes -------------------------------------------------------------------------------
 
-    def put(self, key: bytes, value: bytes) -> None:
-        """Cache ``value`` as dirty; it reaches the inner store at the next write-down."""
-        if type(key) is not bytes or type(value) is not bytes or self._closed:
-            raise self._rejected("put", key, value)
-        self._set_dirty(key, value)
-
-    def delete(self, key: bytes) -> None:
-        """Cache a dirty None: get() sees the delete at once, the inner store at write-down."""
-        if type(key) is not bytes or self._closed:
-            raise self._rejected("delete", key)
-        self._set_dirty(key, None)
-
-    def _set_dirty(self, key: bytes, value: bytes | None) -> None:
-        """Cache a dirty entry; write down a full batch, and a dirty entry evicted by LRU."""
+    def put(self, key: K, value: V) -> None:
+        """Cache ``value`` (this very object) as dirty; it is written down later."""
+        if self._closed:
+            raise self._closed_error("put")
         cache = self._cache
+        new = key not in cache
         cache[key] = value
-        self._touch(key)
+        if not new:
+            self._touch(key)
         dirty = self._dirty
-        dirty[key] = None
-        if len(dirty) >= self.write_batch_size:
-            self._write_dirty()
-        if len(cache) > self.cache_size:
-            old_key, old_value = cache.popitem(last=False)
-            if old_key in dirty:
-                self._evict_dirty(old_key, old_value)
+        if key not in dirty:
+            dirty[key] = None
+            if len(dirty) >= self._batch:
+                self._write_dirty()
+        if new:
+            self._inserted(key, value)
 
-    def put_all(self, items: Iterable[tuple[bytes, bytes]]) -> None:
+    def delete(self, key: K) -> None:
+        """Cache a dirty absence: get() sees the delete at once, the layer below at write-down."""
+        if self._closed:
+            raise self._closed_error("delete")
+        cache = self._cache
+        new = key not in cache
+        cache[key] = None
+        if not new:
+            self._touch(key)
+        dirty = self._dirty
+        if key not in dirty:
+            dirty[key] = None
+            if len(dirty) >= self._batch:
+                self._write_dirty()
+        if new:
+            self._inserted(key, None)
+
+    def put_all(self, items: Iterable[tuple[K, V]]) -> None:
         """put() each pair."""
         put = self.put
         for key, value in items:
             put(key, value)
 
-    def delete_all(self, keys: Iterable[bytes]) -> None:
+    def delete_all(self, keys: Iterable[K]) -> None:
         """delete() each key."""
         delete = self.delete
         for key in keys:
             delete(key)
 
-    def write_batch(self, items: Sequence[tuple[bytes, bytes | None]]) -> None:
-        """Apply puts and deletes (value None) to the cache, like put()/delete()."""
+    def write_batch(self, items: Sequence[tuple[K, V | None]]) -> None:
+        """put()/delete() each item (value None = delete) into the cache."""
         put, delete = self.put, self.delete
         for key, value in items:
             if value is None:
@@ -146,30 +225,32 @@ class CachedStore:
 
     # -- scans --------------------------------------------------------------------------------
 
-    def range(self, start: bytes, end: bytes) -> KeyValueIterator[bytes, bytes]:
-        """Write dirty entries down, then scan the inner store."""
+    def range(self, start: K, end: K) -> KeyValueIterator[K, V]:
+        """Write dirty entries down, then scan the layer below (fresh objects, not cached ones)."""
         self._write_dirty()
         return self.inner.range(start, end)
 
-    def prefix(self, prefix: bytes) -> KeyValueIterator[bytes, bytes]:
-        """Write dirty entries down, then scan the inner store."""
+    def prefix(self, prefix: K) -> KeyValueIterator[K, V]:
+        """Write dirty entries down, then scan the layer below."""
         self._write_dirty()
         return self.inner.prefix(prefix)
 
-    def all(self) -> KeyValueIterator[bytes, bytes]:
-        """Write dirty entries down, then scan the inner store."""
+    def all(self) -> KeyValueIterator[K, V]:
+        """Write dirty entries down, then scan the layer below."""
         self._write_dirty()
         return self.inner.all()
 
     # -- lifecycle ----------------------------------------------------------------------------
 
     def flush(self) -> None:
-        """Write dirty entries down in one write_batch, then flush the inner store."""
+        """Write every dirty entry down, then flush the layers below (the commit calls this)."""
+        if self._closed:
+            raise self._closed_error("flush")
         self._write_dirty()
         self.inner.flush()
 
     def close(self) -> None:
-        """Flush, drop the cache and close the inner store; idempotent."""
+        """Flush, drop the cache and close the layers below; idempotent."""
         if self._closed:
             return
         try:
@@ -182,43 +263,86 @@ class CachedStore:
 
     @property
     def dirty_count(self) -> int:
-        """Number of cached writes not yet written to the inner store."""
+        """Number of cached writes not yet written to the layer below."""
         return len(self._dirty)
 
-    def _write_dirty(self) -> None:
-        """Push every dirty entry to the inner store in one write_batch; they become clean."""
-        dirty = self._dirty
-        if not dirty:
-            if self._closed:
-                raise StoreClosedError("cached store is closed")
-            return
-        cache = self._cache
-        self._inner_write_batch([(key, cache[key]) for key in dirty])
-        dirty.clear()
+    @property
+    def cached_count(self) -> int:
+        """Number of cached entries (values, deletes and misses)."""
+        return len(self._cache)
+
+    @property
+    def capacity(self) -> int:
+        """Entries the cache holds at most right now: object.cache.size, or fewer if the
+        estimated entry size times that would exceed object.cache.max.bytes."""
+        return self._capacity
+
+    @property
+    def estimated_entry_bytes(self) -> int:
+        """Average estimated bytes per entry so far (keys, values and bookkeeping)."""
+        return self._size_sum // self._size_n if self._size_n else 0
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _inserted(self, key: K, value: V | None) -> None:
+        """A new entry went in: maybe sample its size, then evict down to the capacity."""
+        self._sample_countdown -= 1
+        if not self._sample_countdown:
+            self._sample(key, value)
+        if len(self._cache) > self._capacity:
+            self._evict()
+
+    def _sample(self, key: K, value: V | None) -> None:
+        """Fold one entry's estimated size into the average and recompute the capacity."""
+        size = ENTRY_OVERHEAD + estimate_size(key)
+        if value is not None:
+            size += estimate_size(value)
+        self._size_sum += size
+        self._size_n += 1
+        n = self._size_n
+        if n >= _DECAY_AT:
+            self._size_sum //= 2
+            self._size_n = n = n // 2
+        self._sample_countdown = 1 if n < _FULL_SAMPLES else _SAMPLE_EVERY
+        by_bytes = max(1, self.max_bytes * n // self._size_sum)
+        self._capacity = min(self.cache_size, by_bytes)
 
     def _evict(self) -> None:
-        """Drop least recently used entries beyond cache_size, writing dirty ones down first."""
+        """Drop least recently used entries beyond the capacity; a dirty one is written down
+        (with every other dirty entry) before it is dropped."""
         cache, dirty = self._cache, self._dirty
-        while len(cache) > self.cache_size:
-            key, value = cache.popitem(last=False)
-            if key in dirty:
-                self._evict_dirty(key, value)
+        while len(cache) > self._capacity:
+            oldest = next(iter(cache))
+            if oldest in dirty:
+                self._write_dirty()
+            del cache[oldest]
 
-    def _evict_dirty(self, key: bytes, value: bytes | None) -> None:
-        """``key`` was just popped as LRU but is dirty: write all dirty entries down, then drop it."""
-        cache = self._cache
-        cache[key] = value  # keep it visible until it is safely written down
-        cache.move_to_end(key, last=False)
-        self._write_dirty()
-        del cache[key]
+    def _write_dirty(self) -> None:
+        """Write every dirty entry down (in chunks of WRITE_CHUNK); they become clean.
 
-    def _rejected(self, op: str, *args: object) -> StoreError:
-        if self._closed:
-            return StoreClosedError(f"cached store: {op}: store is closed")
-        if any(a is None for a in args):
-            hint = " (use delete() to remove a key)" if op == "put" and args[0] is not None else ""
-            return NoneEntryError(f"cached store: {op}: keys and values must not be None{hint}")
-        wrong = next(a for a in args if type(a) is not bytes)
-        return StoreError(
-            f"cached store: {op}: keys and values must be bytes, got {type(wrong).__name__}"
-        )
+        A chunk is marked clean only once the layer below accepted it, so a failure (e.g. a
+        value the serde cannot encode) leaves the rest dirty and raises; nothing is dropped.
+        Every 16th written entry is sampled for the size estimate (values may have grown).
+        """
+        dirty = self._dirty
+        if not dirty:
+            return
+        cache, write = self._cache, self._inner_write_batch
+        if len(dirty) <= WRITE_CHUNK:
+            items = [(key, cache[key]) for key in dirty]
+            write(items)
+            dirty.clear()
+        else:
+            keys = list(dirty)
+            for i in range(0, len(keys), WRITE_CHUNK):
+                chunk = keys[i : i + WRITE_CHUNK]
+                items = [(key, cache[key]) for key in chunk]
+                write(items)
+                for key in chunk:
+                    del dirty[key]
+        sample = self._sample  # a smaller capacity takes effect at the next insert
+        for key, value in items[::_SAMPLE_EVERY]:
+            sample(key, value)
+
+    def _closed_error(self, op: str) -> StoreClosedError:
+        return StoreClosedError(f"{op}: store is closed", store=self.name)

@@ -1,16 +1,19 @@
-"""SerializedStore: the typed KeyValueStore on top of a BytesStore, via a key and a value serde.
+"""SerializedStore: a typed KeyValueStore over a BytesStore, via a key and a value serde.
 
-Ordering of range/prefix/all is that of the serialized key bytes. Serde and store errors raised
-below get this store's name added before they propagate.
+It sits below the object cache and above the logged layer (or the engine): the cache writes
+its dirty objects down through ``write_batch``, which encodes them all and hands the layer
+below one batch. Ordering of range/prefix/all is that of the serialized key bytes. Serde and
+store errors raised here or below get this store's name added before they propagate. None is
+not checked here: the null-safe layer at the top of the stack rejects it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from millpond.serdes import Serde, SerdeError
 from millpond.stores.api import BytesStore, K, KeyValueIterator, KeyValueStore, V
-from millpond.stores.errors import NoneEntryError, StoreError
+from millpond.stores.errors import StoreError
 
 _Failure = (SerdeError, StoreError)
 
@@ -37,14 +40,13 @@ class SerializedStore(KeyValueStore[K, V]):
         self._get = inner.get
         self._put = inner.put
         self._delete = inner.delete
+        self._write_batch = inner.write_batch
 
     def __repr__(self) -> str:
         return f"SerializedStore({self.name!r}, {self.key_serde!r}, {self.msg_serde!r})"
 
     def get(self, key: K) -> V | None:
         """Value under ``key`` or None."""
-        if key is None:
-            raise self._none("get", "key")
         try:
             data = self._get(self._kenc(key))
             return None if data is None else self._vdec(data)
@@ -58,8 +60,6 @@ class SerializedStore(KeyValueStore[K, V]):
         try:
             originals: dict[bytes, K] = {}
             for key in keys:
-                if key is None:
-                    raise self._none("get_all", "key")
                 originals[kenc(key)] = key
             found = self.inner.get_all(list(originals))
             return {originals[kb]: vdec(vb) for kb, vb in found.items()}
@@ -69,8 +69,6 @@ class SerializedStore(KeyValueStore[K, V]):
 
     def put(self, key: K, value: V) -> None:
         """Store ``value`` under ``key``."""
-        if key is None or value is None:
-            raise self._none("put", "key" if key is None else "value")
         try:
             self._put(self._kenc(key), self._venc(value))
         except _Failure as exc:
@@ -81,11 +79,7 @@ class SerializedStore(KeyValueStore[K, V]):
         """Store every pair; all are encoded before any is written."""
         kenc, venc = self._kenc, self._venc
         try:
-            encoded = []
-            for key, value in items:
-                if key is None or value is None:
-                    raise self._none("put_all", "key" if key is None else "value")
-                encoded.append((kenc(key), venc(value)))
+            encoded = [(kenc(key), venc(value)) for key, value in items]
             self.inner.put_all(encoded)
         except _Failure as exc:
             exc.add_store(self.name)
@@ -93,8 +87,6 @@ class SerializedStore(KeyValueStore[K, V]):
 
     def delete(self, key: K) -> None:
         """Remove ``key`` if present."""
-        if key is None:
-            raise self._none("delete", "key")
         try:
             self._delete(self._kenc(key))
         except _Failure as exc:
@@ -105,20 +97,38 @@ class SerializedStore(KeyValueStore[K, V]):
         """Remove every key; all are encoded before any is deleted."""
         kenc = self._kenc
         try:
-            encoded = []
-            for key in keys:
-                if key is None:
-                    raise self._none("delete_all", "key")
-                encoded.append(kenc(key))
+            encoded = [kenc(key) for key in keys]
             self.inner.delete_all(encoded)
+        except _Failure as exc:
+            exc.add_store(self.name)
+            raise
+
+    def write_batch(self, items: Sequence[tuple[K, V | None]]) -> None:
+        """Encode every put and delete (value None), then apply them below as one batch.
+
+        This is the cache's write-down, so a value that does not serialize fails here, at
+        the commit after its put; the error names the store and the key, and nothing of the
+        batch is written.
+        """
+        kenc, venc = self._kenc, self._venc
+        encoded: list[tuple[bytes, bytes | None]] = []
+        append = encoded.append
+        key: K | None = None
+        try:
+            for key, value in items:
+                append((kenc(key), None if value is None else venc(value)))
+        except _Failure as exc:
+            exc.add_store(self.name)
+            exc.detail += f" (key {key!r:.80}, written down at flush)"
+            raise
+        try:
+            self._write_batch(encoded)
         except _Failure as exc:
             exc.add_store(self.name)
             raise
 
     def range(self, start: K, end: K) -> KeyValueIterator[K, V]:
         """Entries with serialized start <= serialized key < serialized end, in key order."""
-        if start is None or end is None:
-            raise self._none("range", "start" if start is None else "end")
         try:
             return self._decoding(self.inner.range(self._kenc(start), self._kenc(end)))
         except _Failure as exc:
@@ -127,8 +137,6 @@ class SerializedStore(KeyValueStore[K, V]):
 
     def prefix(self, prefix: K) -> KeyValueIterator[K, V]:
         """Entries whose serialized key starts with the serialized ``prefix``, in key order."""
-        if prefix is None:
-            raise self._none("prefix", "prefix")
         try:
             return self._decoding(self.inner.prefix(self._kenc(prefix)))
         except _Failure as exc:
@@ -161,10 +169,6 @@ class SerializedStore(KeyValueStore[K, V]):
 
     def _decoding(self, inner: KeyValueIterator[bytes, bytes]) -> _DecodingIterator[K, V]:
         return _DecodingIterator(inner, self._kdec, self._vdec, self.name)
-
-    def _none(self, op: str, what: str) -> NoneEntryError:
-        hint = " (use delete() to remove a key)" if what == "value" else ""
-        return NoneEntryError(f"{op}: {what} must not be None{hint}", store=self.name)
 
 
 class _DecodingIterator(KeyValueIterator[K, V]):

@@ -94,8 +94,8 @@ def read_store(
             if keys is not None:
                 for text in keys:
                     key = _parse_key(key_serde, text)
-                    raw = engine.get(key_serde.to_bytes(key))
-                    yield p, key, None if raw is None else msg_serde.from_bytes(raw)
+                    data = engine.get(key_serde.to_bytes(key))
+                    yield p, key, None if data is None else msg_serde.from_bytes(data)
                 continue
             if start is not None or end is not None:
                 lo = key_serde.to_bytes(_parse_key(key_serde, start)) if start is not None else b""

@@ -1,7 +1,8 @@
 """A task's stores: opened through recovery, stacked in layers, checkpointed at commit.
 
-Layers per store, top to bottom (Samza's stack): serialized -> cached -> logged ->
-engine. The logged layer mirrors writes to the store's changelog partition.
+Layers per store, top to bottom (Samza's stack, built by millpond.stores.factory):
+null-safe -> cached -> serialized -> logged -> engine. The logged layer mirrors writes to the
+store's changelog partition.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import logging
 import tempfile
 from collections.abc import Generator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -25,13 +27,13 @@ from millpond.changelog.recovery import RecoveryResult, recover_store_steps
 from millpond.changelog.restore import RestoreListener, RestoreStats, run_steps
 from millpond.config import Config, StoreConfig
 from millpond.serdes import build_serde
-from millpond.stores import InMemoryEngine, RocksDbEngine, RocksDbOptions, build_store
-from millpond.stores.api import KeyValueStore
+from millpond.stores import InMemoryEngine, RocksDbEngine, RocksDbOptions, build_stack
+from millpond.stores.api import KeyValueStore, StorageEngine
 
 log = logging.getLogger(__name__)
 
 
-def open_engine(cfg: StoreConfig, live: Path | None) -> Any:
+def open_engine(cfg: StoreConfig, live: Path | None) -> StorageEngine:
     """Open the storage engine of ``cfg`` (RocksDB at ``live``, or in memory)."""
     if cfg.factory == "inmemory" or live is None:
         return InMemoryEngine()
@@ -53,7 +55,7 @@ class OpenStore:
     config: StoreConfig
     topic: str | None
     live: Path | None
-    engine: Any
+    engine: StorageEngine
     logged: LoggedStore | None
     store: KeyValueStore[Any, Any]
     lock: local.StoreLock | None
@@ -114,7 +116,8 @@ class TaskStorage:
         return {name: s.store for name, s in self.stores.items()}
 
     def flush(self) -> None:
-        """Write cached writes down to the engines and the changelog producer."""
+        """Write cached writes down to the engines (flushing their memtables) and the
+        changelog producer."""
         for s in self.stores.values():
             s.store.flush()
 
@@ -136,6 +139,8 @@ class TaskStorage:
             if s.live is None or s.topic is None:
                 continue
             offset = StoreOffset(name, s.topic, self.partition, s.offset)
+            if s.logged is not None:
+                s.logged.sync()  # WAL-less writes are durable only once memtables are flushed
             if s.logged is None or s.logged.dirty or not local.checkpoint_dir(s.live).exists():
                 tmp = Path(tempfile.mkdtemp(prefix=".ckpt-", dir=s.live.parent))
                 tmp.rmdir()  # RocksDB creates the checkpoint directory itself
@@ -186,15 +191,16 @@ def _open_store(
                 listener=listener,
             )
             offset = recovery.offset
-        logged = None
-        inner: Any = engine
+        log_layer = None
         if topic is not None and producer is not None:
             on_dirty = (lambda d=live: clear_offset_file(d)) if live is not None else None
-            logged = LoggedStore(engine, producer, topic, partition, on_dirty)
-            inner = logged
-        store = build_store(cfg.name, inner, key_serde, msg_serde,
-                            cfg.object_cache_size, cfg.write_batch_size)
-        return OpenStore(cfg, topic, live, engine, logged, store, lock, offset, recovery)
+            log_layer = partial(LoggedStore, producer=producer, topic=topic, partition=partition,
+                                on_dirty=on_dirty)
+        stack = build_stack(cfg.name, engine, key_serde, msg_serde, cfg.object_cache_size,
+                            cfg.write_batch_size, cache_max_bytes=cfg.object_cache_max_bytes,
+                            logged=log_layer)
+        return OpenStore(cfg, topic, live, engine, stack.logged, stack.store, lock, offset,
+                         recovery)
     except BaseException:
         if lock is not None:
             lock.release()

@@ -178,7 +178,24 @@ def test_store_defaults(tmp_path: Path) -> None:
         properties={"factory": "rocksdb", "key.serde": "string", "msg.serde": "json"},
     )
     assert store.changelog is None and store.changelog_replication_factor is None
-    assert (store.object_cache_size, store.write_batch_size) == (1000, 500)
+    assert (store.object_cache_size, store.write_batch_size, store.object_cache_max_bytes) == (
+        100_000, 50_000, 32 * 1024 * 1024)
+    # The config's defaults and the store layer's are the same numbers.
+    from millpond.stores import cached
+
+    assert (store.object_cache_size, store.write_batch_size, store.object_cache_max_bytes) == (
+        cached.DEFAULT_OBJECT_CACHE_SIZE, cached.DEFAULT_WRITE_BATCH_SIZE,
+        cached.DEFAULT_CACHE_MAX_BYTES)
+
+
+def test_store_cache_keys_accept_zero_as_off(tmp_path: Path) -> None:
+    store = load(tmp_path, "job.name=x\n" + STORE + """
+stores.s.object.cache.size = 0
+stores.s.write.batch.size = 0
+stores.s.object.cache.max.bytes = 0
+""").stores["s"]
+    assert (store.object_cache_size, store.write_batch_size, store.object_cache_max_bytes) == (
+        0, 0, 0)
 
 
 def test_store_settings(tmp_path: Path) -> None:
@@ -189,6 +206,7 @@ stores.s.changelog.kafka.cleanup.policy = compact,delete
 stores.s.changelog.kafka.retention.ms = 86400000
 stores.s.object.cache.size = 0
 stores.s.write.batch.size = 64
+stores.s.object.cache.max.bytes = 1048576
 stores.s.rocksdb.compression = lz4
 stores.s.container.write.buffer.size.bytes = 1048576
 stores.s.rocksdb.ttl.ms = 3600000
@@ -198,6 +216,7 @@ stores.s.rocksdb.ttl.ms = 3600000
     assert store.changelog_topic_config == {
         "cleanup.policy": "compact,delete", "retention.ms": "86400000"}
     assert (store.object_cache_size, store.write_batch_size) == (0, 64)
+    assert store.object_cache_max_bytes == 1048576
     assert store.properties["rocksdb.compression"] == "lz4"
     assert store.properties["container.write.buffer.size.bytes"] == "1048576"
     assert store.properties["rocksdb.ttl.ms"] == "3600000"
@@ -255,7 +274,8 @@ def test_store_without_factory_points_at_its_first_key(tmp_path: Path) -> None:
     [
         ("object.cache.size=lots", "expected an integer, got 'lots'"),
         ("object.cache.size=-1", "at least 0"),
-        ("write.batch.size=0", "at least 1"),
+        ("write.batch.size=-1", "at least 0"),
+        ("object.cache.max.bytes=-5", "at least 0"),
         ("changelog.replication.factor=0", "at least 1"),
         ("changelog.replication.factor=three", "got 'three'"),
     ],

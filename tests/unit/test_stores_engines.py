@@ -17,7 +17,7 @@ from millpond.stores import (
     StoreConfigError,
     StoreError,
 )
-from millpond.stores.api import BytesStore
+from millpond.stores.api import BytesStore, StorageEngine
 
 MiB = 1024 * 1024
 SMALL = RocksDbOptions(block_cache_size_bytes=8 * MiB, write_buffer_size_bytes=4 * MiB)
@@ -116,8 +116,12 @@ def test_write_batch_applies_puts_and_deletes_in_order(
     ],
 )
 def test_none_keys_and_values_are_rejected(engine: BytesStore, call: object) -> None:
-    with pytest.raises(NoneEntryError, match="must not be None"):
+    # Engines reject None as a non-bytes value; the null-safe layer on top of a store stack
+    # is where None gets its own NoneEntryError (tests/unit/test_stores_layers.py).
+    with pytest.raises(StoreError, match="must be bytes, got NoneType") as info:
         call(engine)  # type: ignore[operator]
+    assert not isinstance(info.value, NoneEntryError)
+    assert engine.get(b"k") is None and engine.get(b"a") is None  # nothing was written
 
 
 @pytest.mark.parametrize(
@@ -389,3 +393,14 @@ def test_rocksdb_options_defaults_follow_samza() -> None:
 def test_rocksdb_options_reject_bad_values(props: dict[str, str], message: str) -> None:
     with pytest.raises(StoreConfigError, match=message):
         RocksDbOptions.from_store_properties(props)
+
+
+def test_both_engines_satisfy_the_storage_engine_protocol(engine: BytesStore) -> None:
+    # mypy checks the signatures (millpond/stores/engines/__init__.py); this checks that every
+    # member of the protocol is present at run time.
+    assert isinstance(engine, StorageEngine)
+    members = ("get", "get_all", "put", "put_all", "delete", "delete_all", "range", "prefix",
+               "all", "write_batch", "checkpoint", "flush", "close", "destroy", "path")
+    for name in members:
+        assert hasattr(engine, name), name
+    assert not isinstance(object(), StorageEngine)

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from millpond.stores.api import KeyValueIterator
-from millpond.stores.errors import NoneEntryError, StoreClosedError, StoreError
+from millpond.stores.errors import StoreClosedError, StoreError
 
 
 class InMemoryEngine:
@@ -186,8 +186,7 @@ class InMemoryEngine:
 
 
 def _bad(op: str, *args: object) -> StoreError:
-    if any(a is None for a in args):
-        return NoneEntryError(f"in-memory store: {op}: keys and values must not be None")
+    """The error for the first non-bytes key or value (None included) among ``args``."""
     wrong = next(a for a in args if type(a) is not bytes)
     return StoreError(
         f"in-memory store: {op}: keys and values must be bytes, got {type(wrong).__name__}"

@@ -1,6 +1,8 @@
 """RocksDbEngine: a BytesStore on rocksdict in raw-bytes mode.
 
-Batches (put_all, delete_all, write_batch) go through one rocksdict WriteBatch. Iterators are
+Batches (put_all, delete_all, write_batch) go through one rocksdict WriteBatch. Keys and values
+must be bytes (None included: the null-safe layer at the top of a store stack is where None is
+rejected with a hint; here it is just a non-bytes value). Iterators are
 rocksdict raw iterators (seek/valid/key/value/next) wrapped so they can be closed; the engine
 closes any still open when it closes, because a live RocksDB iterator keeps the database (and its
 LOCK file) open.
@@ -18,7 +20,7 @@ from rocksdict import Checkpoint, DbClosedError, Rdict, RdictIter, WriteBatch, W
 
 from millpond.stores.api import KeyValueIterator
 from millpond.stores.engines.rocksdb_options import RocksDbOptions
-from millpond.stores.errors import NoneEntryError, StoreClosedError, StoreError
+from millpond.stores.errors import StoreClosedError, StoreError
 
 __all__ = ["RocksDbEngine", "RocksDbOptions"]
 
@@ -89,14 +91,17 @@ class RocksDbEngine:
 
     def put_all(self, items: Iterable[tuple[bytes, bytes]]) -> None:
         """Store every pair atomically in one WriteBatch."""
+        batch = WriteBatch(raw_mode=True)
+        put = batch.put
         pairs = list(items)
-        for key, value in pairs:
-            if value is None:
-                raise NoneEntryError(
-                    f"RocksDB store at {self.path}: put_all: value of {key!r} must not be None "
-                    "(use delete_all to remove keys)"
-                )
-        self._write("put_all", pairs, disable_wal=False)
+        try:
+            for key, value in pairs:
+                if type(value) is not bytes:  # a None value would otherwise be a delete
+                    raise TypeError(value)
+                put(key, value)
+        except Exception as exc:
+            raise self._bad_batch("put_all", exc, pairs, deletes=False) from exc
+        self._apply("put_all", batch, disable_wal=False)
 
     def delete_all(self, keys: Iterable[bytes]) -> None:
         """Remove every key atomically in one WriteBatch."""
@@ -125,6 +130,9 @@ class RocksDbEngine:
                     put(key, value)
         except Exception as exc:
             raise self._bad_batch(op, exc, items) from exc
+        self._apply(op, batch, disable_wal)
+
+    def _apply(self, op: str, batch: WriteBatch, disable_wal: bool) -> None:
         if len(batch):
             try:
                 self._db_write(batch, self._wal_off if disable_wal else self._wal_on)
@@ -165,8 +173,6 @@ class RocksDbEngine:
 
     def _check_bound(self, op: str, bound: object) -> None:
         if type(bound) is not bytes:
-            if bound is None:
-                raise NoneEntryError(f"RocksDB store at {self.path}: {op}: key must not be None")
             raise StoreError(
                 f"RocksDB store at {self.path}: {op}: keys must be bytes, "
                 f"got {type(bound).__name__}"
@@ -228,9 +234,16 @@ class RocksDbEngine:
         return self._closed
 
     def _bad_batch(
-        self, op: str, exc: BaseException, items: Sequence[tuple[bytes, bytes | None]]
+        self,
+        op: str,
+        exc: BaseException,
+        items: Sequence[tuple[bytes, bytes | None]],
+        deletes: bool = True,
     ) -> StoreError:
-        """Name the first malformed item of a batch that failed to build (error path only)."""
+        """Name the first malformed item of a batch that failed to build (error path only).
+
+        ``deletes``: whether a None value is a delete (write_batch) or invalid (put_all).
+        """
         if not self._closed:
             for item in items:
                 if not isinstance(item, tuple) or len(item) != 2:
@@ -239,7 +252,7 @@ class RocksDbEngine:
                         f"got {type(item).__name__}"
                     )
                 key, value = item
-                invalid = self._invalid(op, key, b"" if value is None else value)
+                invalid = self._invalid(op, key, b"" if value is None and deletes else value)
                 if invalid is not None:
                     return invalid
         return self._error(op, exc)
@@ -252,13 +265,13 @@ class RocksDbEngine:
         return invalid or StoreError(f"RocksDB store at {self.path}: {op} failed: {exc}")
 
     def _invalid(self, op: str, *args: object) -> StoreError | None:
-        """The error for None or non-bytes among ``args``, if any."""
+        """The error for a non-bytes key or value among ``args`` (None included), if any."""
         where = f"RocksDB store at {self.path}: {op}"
-        if any(a is None for a in args):
-            return NoneEntryError(f"{where}: keys and values must not be None")
-        wrong = next((a for a in args if type(a) is not bytes), None)
-        if wrong is not None:
-            return StoreError(f"{where}: keys and values must be bytes, got {type(wrong).__name__}")
+        for arg in args:
+            if type(arg) is not bytes:
+                return StoreError(
+                    f"{where}: keys and values must be bytes, got {type(arg).__name__}"
+                )
         return None
 
 

@@ -1,0 +1,97 @@
+"""Changelogged stores write RocksDB without its WAL; the commit makes those writes durable
+before it writes OFFSET. Proven on a real RocksDB directory, copied while open as a crash
+would leave it (no close, no flush)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from millpond.changelog.checkpoint import (
+    StoreOffset,
+    clear_offset_file,
+    read_offset_file,
+    write_offset_file,
+)
+from millpond.changelog.logged import LoggedStore
+from millpond.config import StoreConfig
+from millpond.serdes import JsonSerde, StringSerde
+from millpond.stores import RocksDbEngine, RocksDbOptions, build_stack
+from millpond.tasks.storage import OpenStore, TaskStorage
+
+SMALL = RocksDbOptions(block_cache_size_bytes=8 << 20, write_buffer_size_bytes=4 << 20)
+
+
+class RecordingProducer:
+    """Stands in for TrackedProducer: the logged layer only calls send()."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, int, bytes, bytes | None]] = []
+
+    def send(self, topic: str, partition: int, key: bytes, value: bytes | None) -> None:
+        self.sent.append((topic, partition, key, value))
+
+
+def open_storage(live: Path) -> tuple[TaskStorage, Any, RecordingProducer]:
+    live.mkdir(parents=True)
+    engine = RocksDbEngine(live, SMALL)
+    write_offset_file(live, StoreOffset("counts", "cl", 0, -1))  # clean, as after recovery
+    producer = RecordingProducer()
+    stack = build_stack(
+        "counts", engine, StringSerde(), JsonSerde(),
+        logged=lambda e: LoggedStore(e, producer, "cl", 0, lambda: clear_offset_file(live)),  # type: ignore[arg-type]
+    )
+    cfg = StoreConfig(name="counts", factory="rocksdb", key_serde="string", msg_serde="json")
+    open_store = OpenStore(cfg, "cl", live, engine, stack.logged, stack.store, None, -1)
+    return TaskStorage(0, {"counts": open_store}), stack.store, producer
+
+
+def crash_copy(live: Path, dest: Path) -> dict[bytes, bytes]:
+    """What a crash right now would leave: the directory's files, reopened elsewhere."""
+    shutil.copytree(live, dest)
+    engine = RocksDbEngine(dest, SMALL)
+    try:
+        with engine.all() as entries:
+            return dict(entries)
+    finally:
+        engine.close()
+
+
+def test_wal_less_writes_are_durable_once_after_commit_wrote_offset(tmp_path: Path) -> None:
+    live = tmp_path / "counts" / "partition-0"
+    storage, store, producer = open_storage(live)
+    store.put("a", 1)
+    store.put("b", 2)
+    assert read_offset_file(live) is not None  # cached only: the directory is still clean
+    with store.all() as it:  # a scan writes dirty entries down (WAL off, no memtable flush)
+        assert dict(it) == {"a": 1, "b": 2}
+    assert read_offset_file(live) is None  # the first write-down made the directory untrusted
+    assert len(producer.sent) == 2
+    # The WAL is off: a crash now would lose the writes, which is why OFFSET is gone.
+    assert crash_copy(live, tmp_path / "crash-before-commit") == {}
+
+    logged = storage.stores["counts"].logged
+    assert logged is not None and logged.unflushed
+    logged.sync()  # what after_commit does first (RocksDB's checkpoint would flush as well)
+    assert not logged.unflushed
+    assert crash_copy(live, tmp_path / "crash-after-sync") == {b"a": b"1", b"b": b"2"}
+
+    storage.after_commit()  # the commit: memtables flushed, checkpoint taken, OFFSET written
+    offset = read_offset_file(live)
+    assert offset is not None and offset.offset == -1
+    assert crash_copy(live, tmp_path / "crash-after-commit") == {b"a": b"1", b"b": b"2"}
+    storage.close()
+
+
+def test_commit_flush_writes_down_and_flushes_memtables(tmp_path: Path) -> None:
+    live = tmp_path / "counts" / "partition-0"
+    storage, store, producer = open_storage(live)
+    for i in range(100):
+        store.put("k", i)  # one key, many writes: one record at the commit
+    storage.flush()
+    assert producer.sent == [("cl", 0, b"k", b"99")]
+    assert crash_copy(live, tmp_path / "after-flush") == {b"k": b"99"}
+    storage.after_commit()
+    assert read_offset_file(live) is not None
+    storage.close()
