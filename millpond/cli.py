@@ -72,13 +72,20 @@ override_option = click.option(
 def run(config_path: Path, overrides: tuple[str, ...], bounded: bool, log_level: str) -> None:
     """Run a job in the foreground until SIGTERM/SIGINT (or end of input with --bounded)."""
     import logging
+    import signal
+
+    # A signal during start-up (imports, config, topic checks) stops the job cleanly too.
+    early: list[int] = []
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda s, _f: early.append(s))
 
     from millpond.tasks.container import Container
 
     logging.basicConfig(level=log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = _load_config(config_path, overrides)
-    Container(config, bounded=bounded or None).run()
+    container = Container(config, bounded=bounded or None)
+    container.run(early_signals=early)
 
 
 def _job(config_path: Path, overrides: tuple[str, ...]) -> Any:

@@ -103,7 +103,10 @@ class TrackedProducer:
         """Turn a fatal client error (or a SystemError hiding one) into ProducerFencedError."""
         if self.fatal is not None or isinstance(exc, SystemError):
             raise self._fenced(exc) from exc
-        if isinstance(exc, KafkaException) and exc.args[0].fatal():
+        if isinstance(exc, KafkaException) and (
+                exc.args[0].fatal() or exc.args[0].code() == KafkaError._FATAL):
+            # _FATAL: produce() refused because the instance already failed fatally (fenced),
+            # possibly before error_cb reported it.
             raise self._fenced(exc) from exc
 
     def send(

@@ -37,7 +37,6 @@ from dataclasses import dataclass
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from millpond.changelog.errors import (
-    ChangelogError,
     ProducerFencedError,
     TransactionAbortedError,
 )
@@ -52,7 +51,7 @@ class CommitFailure:
     """A task whose commit did not happen, and why."""
 
     task: TaskInstance
-    error: ChangelogError
+    error: Exception
 
     @property
     def hold(self) -> bool:

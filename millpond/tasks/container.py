@@ -83,6 +83,7 @@ class Container:
         self.tasks: dict[int, TaskInstance] = {}
         self.serdes = StreamSerdes(config)
         self._signals = 0
+        self._stop_requested = False
         self.on_error = DeadLetterPolicy(config, lambda p: self.tasks[p].producer)
         self.consumer: Consumer | None = None
         self.restore_consumer: Consumer | None = None
@@ -166,14 +167,22 @@ class Container:
 
     def stop(self) -> None:
         """Ask the loop to finish its batch, commit and return."""
+        self._stop_requested = True
         if self.loop is not None:
             self.loop.stopping = True
 
-    def run(self, install_signals: bool = True) -> None:
-        """Run until a signal, ``coordinator.shutdown()``, or end of bounded inputs."""
+    def run(self, install_signals: bool = True, early_signals: list[int] | None = None) -> None:
+        """Run until a signal, ``coordinator.shutdown()``, or end of bounded inputs.
+
+        ``early_signals``: signals the caller caught before the container existed; the
+        container then stops at once, cleanly."""
         if install_signals:
             signal.signal(signal.SIGTERM, self._handle_signal)
             signal.signal(signal.SIGINT, self._handle_signal)
+        for signum in early_signals or ():
+            self._handle_signal(signum, None)
+        if self._stop_requested:
+            return  # stopped before it started: nothing to commit
         changelogs = {store_topic(self.config, cfg): cfg for cfg in self.config.stores.values()
                       if cfg.changelog is not None}
         task_count = check_job_topics(TopicAdmin(self.client_conf), self.inputs, changelogs,
@@ -198,10 +207,12 @@ class Container:
         self.loop = RunLoop(
             self.consumer, self.tasks, self.opener, inputs=self.inputs, commit=self.commit,
             activate=self._activate, on_error=self.on_error, serdes_of=self.serdes.of_input,
+            task_failed=lambda t, exc: self._commit_failed(CommitFailure(t, exc)),
             check=self._check, commit_every_s=job.commit_ms / 1000.0,
             window_every_s=job.window_ms / 1000.0 if job.window_ms > 0 else 0.0,
             bounded=self.bounded, status_every_s=self.status_every, task_count=task_count,
             end_grace_s=int(conf.get("heartbeat.interval.ms", 3000)) / 1000.0 + 1.0)
+        self.loop.stopping = self._stop_requested
         self.membership.subscribe(self.consumer)
         try:
             try:

@@ -16,7 +16,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from millpond.tasks.faults import crash_point
-from millpond.tasks.instance import ErrorPolicy, TaskInstance
+from millpond.tasks.instance import TASK_MOVED, ErrorPolicy, TaskInstance
 from millpond.tasks.opening import TaskOpener
 
 log = logging.getLogger("millpond.container")
@@ -33,6 +33,7 @@ class RunLoop:
         self, consumer: Consumer, tasks: dict[int, TaskInstance], opener: TaskOpener, *,
         inputs: list[str], commit: Callable[[list[TaskInstance] | None], None],
         activate: Callable[[TaskInstance], None], on_error: ErrorPolicy,
+        task_failed: Callable[[TaskInstance, Exception], None],
         serdes_of: Callable[[str], tuple[Any, Any]], check: Callable[[], None],
         commit_every_s: float, window_every_s: float, bounded: bool, status_every_s: float,
         task_count: int = 0, end_grace_s: float = 4.0,
@@ -43,6 +44,7 @@ class RunLoop:
         self.inputs = inputs
         self._commit = commit
         self._activate = activate
+        self._task_failed = task_failed
         self._on_error = on_error
         self._serdes_of = serdes_of
         self._check = check
@@ -91,7 +93,10 @@ class RunLoop:
             for t in list(tasks.values()):
                 if now - t.last_window >= self.window_every:
                     t.last_window = now
-                    t.task.window(t.collector, t.coordinator)
+                    try:
+                        t.task.window(t.collector, t.coordinator)
+                    except TASK_MOVED as exc:
+                        self._task_failed(t, exc)
         if now - self.last_commit >= self.commit_every:
             self.commit()
         if any(t.coordinator.shutdown_requested for t in tasks.values()):
@@ -140,8 +145,12 @@ class RunLoop:
             task = tasks.get(partition)
             done = 0
             while task is not None and done < len(run):
-                done += task.handle_batch(run[done:] if done else run, self._serdes_of,
-                                          self._on_error)
+                try:
+                    done += task.handle_batch(run[done:] if done else run, self._serdes_of,
+                                              self._on_error)
+                except TASK_MOVED as exc:
+                    self._task_failed(task, exc)
+                    break
                 if task.coordinator.shutdown_requested:
                     self.stopping = True
                     break

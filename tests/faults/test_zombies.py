@@ -172,6 +172,7 @@ class Proc:
     owned: set[int] = field(default_factory=set)  # partitions it holds, as its log says
     last_ready: float = 0.0  # when its log last said a task was ready (catch-up follows)
     read_at: int = 0
+    started: float = field(default_factory=time.monotonic)
 
     def follow_log(self) -> None:
         """Track the partitions it holds from its log's assign/revoke/lost lines."""
@@ -312,6 +313,9 @@ class Cluster:
     def sigterm(self, slot: int, now: float, then: str) -> None:
         """Clean stop; ``then``: "restart" (later), "retire" (scale in) or "final"."""
         proc = self.procs[slot]
+        # No program handles a signal before its interpreter and imports are up (~0.7 s
+        # here; `millpond run` catches one from then on): give it two seconds.
+        time.sleep(max(0.0, min(2.0, proc.started + 2.0 - time.monotonic())))
         proc.signalled = "term"
         proc.term_deadline = now + TERM_EXIT_S
         proc.signal(signal.SIGTERM)
