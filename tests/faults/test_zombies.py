@@ -640,7 +640,7 @@ def test_zombies(zombie_case: tuple[str, int], full: bool, report: Callable[...,
     """SIGSTOP > session timeout mixed with SIGKILL, SIGTERM and scaling: exact state."""
     guarantee, seed = zombie_case
     row = run_chaos(kafka_bootstrap, topic_name, tmp_path, guarantee, seed,
-                    chaos_s=50.0 if full else 25.0, rate=RATE)
+                    chaos_s=35.0 if full else 25.0, rate=RATE)
     record_run(row)
     _report_row(report, row, "zombies: SIGSTOP/KILL/TERM/scale")
     check_row(row)
