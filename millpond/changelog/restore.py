@@ -233,11 +233,3 @@ def restore_partition(
     """Replay ``stats.topic[stats.partition]`` from ``start_offset`` to ``end_offset`` into
     ``engine`` in one go (:func:`restore_steps` without the pauses)."""
     return run_steps(restore_steps(engine, consumer, stats, listener))
-
-
-def keys_in_range(consumer: Consumer, topic: str, partition: int, start: int, end: int) -> set[bytes]:
-    """The distinct keys written to ``topic[partition]`` in ``[start, end)``."""
-    keys: set[bytes] = set()
-    for batch in read_range(consumer, topic, partition, start, end):
-        keys.update(m.key() for m in batch)  # type: ignore[misc]
-    return keys

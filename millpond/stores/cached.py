@@ -214,15 +214,6 @@ class CachedStore(KeyValueStore[K, V]):
         for key in keys:
             delete(key)
 
-    def write_batch(self, items: Sequence[tuple[K, V | None]]) -> None:
-        """put()/delete() each item (value None = delete) into the cache."""
-        put, delete = self.put, self.delete
-        for key, value in items:
-            if value is None:
-                delete(key)
-            else:
-                put(key, value)
-
     # -- scans --------------------------------------------------------------------------------
 
     def range(self, start: K, end: K) -> KeyValueIterator[K, V]:
