@@ -8,6 +8,7 @@ from millpond import OutgoingMessageEnvelope, StreamTask
 class PageViewCounter(StreamTask):
     def init(self, context):
         self.counts = context.get_store("page-view-counts")
+        self.output = context.config.get("counts.stream", "kafka.user-counts")
         self.changed = set()
 
     def process(self, envelope, collector, coordinator):
@@ -18,5 +19,8 @@ class PageViewCounter(StreamTask):
     def window(self, collector, coordinator):
         for user in sorted(self.changed):
             collector.send(OutgoingMessageEnvelope(
-                "kafka.user-counts", key=user, message=self.counts.get(user)))
+                self.output, key=user, message=self.counts.get(user)))
         self.changed.clear()
+
+    def on_end_of_stream(self, collector, coordinator):
+        self.window(collector, coordinator)  # a bounded run (--bounded) sends its last counts

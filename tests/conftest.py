@@ -17,12 +17,24 @@ from pathlib import Path
 
 import pytest
 
-IN_CI = os.environ.get("CI", "").lower() == "true"
+# CI=true (GitHub Actions, .ci/run), CI=1 and CI=yes all count as CI.
+IN_CI = os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--faults-full", action="store_true", default=False,
                      help="run the long versions of tests/faults (make faults)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Refuse a test that uses the broker without the ``kafka`` mark, so
+    ``-m "not kafka"`` (make test-fast) really runs without Kafka."""
+    unmarked = [item.nodeid for item in items
+                if "kafka_broker" in getattr(item, "fixturenames", ())
+                and item.get_closest_marker("kafka") is None]
+    if unmarked:
+        raise pytest.UsageError("tests that use the broker need @pytest.mark.kafka: "
+                                + ", ".join(unmarked))
 
 
 def unavailable(reason: str) -> None:

@@ -9,6 +9,8 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import Any
 
@@ -144,13 +146,28 @@ def latest_by_key(records: Iterable[Any]) -> dict[bytes, bytes | None]:
     return latest
 
 
+def readline_within(proc: subprocess.Popen[str], timeout: float) -> str | None:
+    """One line of ``proc``'s output, '' at its end, None if none came within ``timeout``.
+
+    ``readline()`` alone blocks for as long as a silent process lives; the read runs in a
+    helper thread so the wait is bounded (the thread ends when the process is killed).
+    """
+    assert proc.stdout is not None
+    pool = ThreadPoolExecutor(max_workers=1)
+    try:
+        return pool.submit(proc.stdout.readline).result(timeout=max(0.0, timeout))
+    except FutureTimeout:
+        return None
+    finally:
+        pool.shutdown(wait=False)
+
+
 def wait_for_line(proc: subprocess.Popen[str], needle: str, timeout: float = 60) -> list[str]:
     """Read ``proc``'s output until a line contains ``needle``; the lines read so far."""
-    assert proc.stdout is not None
     lines: list[str] = []
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        line = proc.stdout.readline()
+        line = readline_within(proc, deadline - time.monotonic())
         if not line:
             break
         lines.append(line)

@@ -8,7 +8,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
-from millpond.changelog.errors import ChangelogTopicError
+from millpond.changelog.errors import ChangelogTopicError, OutputTopicError
 from millpond.config import Config, StoreConfig
 
 TIMEOUT = 30.0
@@ -82,10 +82,10 @@ class TopicAdmin:
                 f"--add-config cleanup.policy=compact"
             )
 
-    def ensure_topic(self, topic: str, partitions: int, config: Mapping[str, str] | None = None) -> None:
-        """Create a plain topic (outputs, dead letters) if it does not exist."""
+    def ensure_topic(self, topic: str, partitions: int, config: Mapping[str, str] | None = None) -> bool:
+        """Create a plain topic (outputs, dead letters) if it does not exist; True if created."""
         if self.partition_count(topic) is not None:
-            return
+            return False
         rf = min(3, max(1, self.broker_count()))
         future = self.admin.create_topics([NewTopic(topic, partitions, rf, config=dict(config or {}))])[topic]
         try:
@@ -93,7 +93,39 @@ class TopicAdmin:
         except KafkaException as exc:
             if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise
+        return True
 
+
+class OutputTopics:
+    """Creates each output topic the first time a task sends to it, as changelogs are.
+
+    A missing output gets the job's partition count (one per task) and the replication
+    changelogs get by default (min(3, brokers)); create it yourself for another layout.
+    When it cannot be created (no permission, a policy), the first send raises
+    :class:`OutputTopicError` naming the topic, instead of librdkafka retrying for
+    ``message.timeout.ms``.
+    """
+
+    def __init__(self, admin: TopicAdmin, partitions: int, bootstrap: str = "<brokers>") -> None:
+        self._admin = admin
+        self.partitions = partitions
+        self._bootstrap = bootstrap
+        self._known: set[str] = set()
+        self.created: list[str] = []
+
+    def ensure(self, topic: str) -> None:
+        """Make sure ``topic`` exists (one metadata call per topic per process)."""
+        if topic in self._known:
+            return
+        try:
+            if self._admin.ensure_topic(topic, self.partitions):
+                self.created.append(topic)
+        except (KafkaException, ChangelogTopicError) as exc:
+            raise OutputTopicError(
+                f"output topic {topic} does not exist and could not be created: {exc}. "
+                f"Create it: kafka-topics.sh --bootstrap-server {self._bootstrap} --create "
+                f"--topic {topic} --partitions {self.partitions}") from exc
+        self._known.add(topic)
 
 
 def check_job_topics(

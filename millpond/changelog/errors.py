@@ -12,6 +12,10 @@ class ChangelogTopicError(ChangelogError):
     or a changelog/checkpoint topic with the wrong partition count or cleanup policy."""
 
 
+class OutputTopicError(ChangelogTopicError):
+    """An output topic a task sends to does not exist and could not be created."""
+
+
 class DeliveryError(ChangelogError):
     """A produced record (changelog, checkpoint or output) was not acknowledged by Kafka.
 

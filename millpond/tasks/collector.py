@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from millpond.changelog.admin import OutputTopics
 from millpond.changelog.producer import TrackedProducer
 from millpond.config import StreamRef
 from millpond.tasks.api import MessageCollector, OutgoingMessageEnvelope
@@ -15,9 +16,11 @@ SerdeLookup = Callable[[StreamRef], tuple[Any, Any]]
 class KafkaCollector(MessageCollector):
     """Sends outputs through the task's producer (inside its transaction under exactly-once)."""
 
-    def __init__(self, producer: TrackedProducer, serdes: SerdeLookup, default_system: str = "kafka"):
+    def __init__(self, producer: TrackedProducer, serdes: SerdeLookup,
+                 default_system: str = "kafka", outputs: OutputTopics | None = None):
         self.producer = producer
         self._serdes = serdes
+        self._outputs = outputs
         self._default_system = default_system
         self._cache: dict[str, tuple[str, Any, Any]] = {}
         self.sent = 0
@@ -27,6 +30,8 @@ class KafkaCollector(MessageCollector):
         if hit is None:
             ref = StreamRef.parse(stream, self._default_system)
             key_serde, msg_serde = self._serdes(ref)
+            if self._outputs is not None:
+                self._outputs.ensure(ref.topic)  # created on first send, or a clear error
             hit = self._cache[stream] = (ref.topic, key_serde, msg_serde)
         return hit
 

@@ -28,7 +28,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from millpond.changelog.admin import TopicAdmin, check_job_topics, store_topic
+from millpond.changelog.admin import OutputTopics, TopicAdmin, check_job_topics, store_topic
 from millpond.changelog.checkpoint import checkpoint_topic
 from millpond.changelog.guarantees import STATE_ISOLATION, Guarantee
 from millpond.changelog.producer import log_client_error
@@ -185,10 +185,12 @@ class Container:
             return  # stopped before it started: nothing to commit
         changelogs = {store_topic(self.config, cfg): cfg for cfg in self.config.stores.values()
                       if cfg.changelog is not None}
-        task_count = check_job_topics(TopicAdmin(self.client_conf), self.inputs, changelogs,
-                                      self.checkpoint_topic, self.on_error.topic)
+        admin = TopicAdmin(self.client_conf)
+        task_count = check_job_topics(admin, self.inputs, changelogs, self.checkpoint_topic,
+                                      self.on_error.topic)
         self.restore_consumer = restore_consumer(self.consumer_conf, STATE_ISOLATION)
-        context = self._open_context()
+        context = self._open_context(
+            OutputTopics(admin, task_count, self.client_conf["bootstrap.servers"]))
         self.opener = TaskOpener(lambda p: open_task(context, p),
                                  reopen_hold_s(self.consumer_conf))
         self.membership = Membership(self.inputs, self.tasks, self.opener, self.commit,
@@ -225,12 +227,12 @@ class Container:
         finally:
             self._shutdown()
 
-    def _open_context(self) -> OpenContext:
+    def _open_context(self, outputs: OutputTopics) -> OpenContext:
         assert self.restore_consumer is not None
         return OpenContext(
             self.config, self.guarantee, self.task_class, self.inputs, self.producer_conf,
             self.group_id, self.checkpoint_topic, self.restore_consumer, self.serdes.of,
-            self.listener)
+            self.listener, outputs)
 
     def lag(self) -> dict[str, int]:
         """Messages left per task (high watermark minus next offset)."""

@@ -11,7 +11,7 @@ from typing import Any
 from confluent_kafka import Message
 
 from millpond.changelog.checkpoint import Checkpoint, task_name
-from millpond.changelog.errors import ProducerFencedError, TransactionAbortedError
+from millpond.changelog.errors import OutputTopicError, ProducerFencedError, TransactionAbortedError
 from millpond.changelog.producer import TrackedProducer
 from millpond.tasks.api import IncomingMessageEnvelope, StreamTask, TaskCoordinator
 from millpond.tasks.collector import KafkaCollector
@@ -21,6 +21,8 @@ log = logging.getLogger("millpond.container")
 
 # Raised by the task's producer when the task can no longer commit (fenced, aborted).
 TASK_MOVED = (ProducerFencedError, TransactionAbortedError)
+# Raised from process() but not the message's fault: never dead-lettered or skipped.
+NOT_THE_MESSAGE = (*TASK_MOVED, OutputTopicError)
 
 # (stage, message, exception) -> True to skip the message, or raise to stop.
 ErrorPolicy = Callable[[str, Message, BaseException], bool]
@@ -103,8 +105,8 @@ class TaskInstance:
             )
             try:
                 process(envelope, collector, coordinator)
-            except TASK_MOVED:
-                raise  # not the message's fault: the task is closed and reopened
+            except NOT_THE_MESSAGE:
+                raise  # a moved task is closed and reopened; a missing output stops the job
             except Exception as exc:
                 on_error("process", msg, exc)  # raises unless skipping
                 metrics.skipped += 1

@@ -20,6 +20,7 @@ from typing import Any
 
 from confluent_kafka import Consumer
 
+from millpond.changelog.admin import OutputTopics
 from millpond.changelog.checkpoint import read_checkpoints, task_name
 from millpond.changelog.errors import ProducerFencedError, TransactionAbortedError
 from millpond.changelog.guarantees import Guarantee
@@ -58,6 +59,7 @@ class OpenContext:
     restore_consumer: Consumer
     stream_serdes: SerdeLookup
     listener: RestoreListener | None = None
+    outputs: OutputTopics | None = None
 
     def new_producer(self, partition: int) -> TrackedProducer:
         """The task's transactional producer: one ``transactional.id`` per task, so a new
@@ -87,7 +89,7 @@ def open_task(ctx: OpenContext, partition: int) -> Opening:
         try:
             positions = start_positions(ctx.restore_consumer, ctx.inputs, partition,
                                         dict(ckpt.inputs) if ckpt else {})
-            collector = KafkaCollector(producer, ctx.stream_serdes)
+            collector = KafkaCollector(producer, ctx.stream_serdes, outputs=ctx.outputs)
             instance = TaskInstance(partition, ctx.task_class(), storage, producer, collector,
                                     positions)
             instance.metrics.restored_records += storage.restored_records

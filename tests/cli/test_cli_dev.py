@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import Broker
 
 MILLPOND = str(Path(sys.executable).with_name("millpond"))
@@ -25,6 +27,7 @@ def test_help_lists_commands() -> None:
         assert command in sub.stdout
 
 
+@pytest.mark.kafka
 def test_status_reports_running_local_broker(kafka_broker: Broker, tmp_path: Path) -> None:
     from millpond.dev.kafka import LocalKafka
 

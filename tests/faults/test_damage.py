@@ -170,10 +170,7 @@ def test_second_owner_of_a_store_is_refused(
         **{"task.class": "tests.jobs.counting.SlowCounter"}))
     proc = start_job(conf, "--bounded", env={"MILLPOND_TEST_DELAY": "0.002"})
     try:
-        deadline = time.monotonic() + 60
-        seen = ""
-        while "ready" not in seen and time.monotonic() < deadline:
-            seen += proc.stdout.readline()  # type: ignore[union-attr]
+        wait_for_line(proc, "ready", timeout=60)
         other = millpond("restore", "--config", str(conf))
         dumped = millpond("store", "dump", "--config", str(conf), "--store", "counts")
     finally:

@@ -5,8 +5,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+
+pytestmark = pytest.mark.kafka
 
 
 def _create(bootstrap: str, name: str, partitions: int = 1, **config: str) -> None:

@@ -1,0 +1,72 @@
+"""Output topics against a real broker (auto-creation off): created on first send, or refused
+at once with the topic's name."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from tests.kafka_util import (
+    counting_job,
+    create_topic,
+    dump_store,
+    latest_by_key,
+    produce_users,
+    read_topic,
+    run_job,
+    write_properties,
+)
+
+pytestmark = pytest.mark.kafka
+
+
+def _partitions(bootstrap: str, topic: str) -> int | None:
+    md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=30)
+    entry = md.topics.get(topic)
+    return None if entry is None or entry.error is not None else len(entry.partitions)
+
+
+def test_missing_output_topic_is_created_with_the_jobs_partition_count(
+    kafka_bootstrap: str, topic_name: Callable[[str], str], tmp_path: Path
+) -> None:
+    """A task that sends to a topic that does not exist yet: the topic is created with one
+    partition per task, every commit succeeds, and the last emitted count of each user equals
+    the stored count."""
+    source, sink = topic_name("in"), topic_name("out")
+    create_topic(kafka_bootstrap, source, 3)
+    expected = produce_users(kafka_bootstrap, source, 600, 40, 3)
+    assert _partitions(kafka_bootstrap, sink) is None
+    name = topic_name("job")
+    conf = write_properties(tmp_path / "job.properties", counting_job(
+        kafka_bootstrap, name, source, tmp_path / "state", **{"emit.stream": f"kafka.{sink}"}))
+    out = run_job(conf, "--bounded", timeout=90)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "Kafka did not accept" not in out.stdout + out.stderr
+    assert _partitions(kafka_bootstrap, sink) == 3
+    emitted = {k.decode(): int(v) for k, v in latest_by_key(read_topic(kafka_bootstrap, sink)).items()}
+    assert emitted == dict(expected)
+    assert dump_store(conf, "counts") == dict(expected)
+
+
+def test_output_topic_that_cannot_be_created_stops_the_job_naming_it(
+    kafka_bootstrap: str, topic_name: Callable[[str], str], tmp_path: Path
+) -> None:
+    """A name Kafka refuses (over 249 characters): the first send stops the job with an error
+    that names the topic and the command that creates one; nothing of it was committed."""
+    source = topic_name("in")
+    create_topic(kafka_bootstrap, source, 1)
+    produce_users(kafka_bootstrap, source, 50, 5, 1)
+    bad = "o" * 260
+    name = topic_name("job")
+    conf = write_properties(tmp_path / "job.properties", counting_job(
+        kafka_bootstrap, name, source, tmp_path / "state", **{"emit.stream": f"kafka.{bad}"}))
+    out = run_job(conf, "--bounded", timeout=90)
+    text = out.stdout + out.stderr
+    assert out.returncode != 0, text
+    assert f"output topic {bad} does not exist and could not be created" in text
+    assert "kafka-topics.sh" in text and "Traceback" not in text
+    # The failing message was the first one: no commit covered any input.
+    assert dump_store(conf, "counts") == {}
