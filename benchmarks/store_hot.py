@@ -71,7 +71,7 @@ def bench_millpond(path: Path, ops: int, options: RocksDbOptions, cache_size: in
                    write_batch_size: int) -> dict[str, float]:
     """millpond's store (string key serde, json value serde, object cache) over RocksDB."""
     engine = RocksDbEngine(path, options)
-    store = build_store("hot", engine, StringSerde(), JsonSerde(), cache_size=cache_size,
+    store = build_store("hot", engine, StringSerde(), JsonSerde(), object_cache_size=cache_size,
                         write_batch_size=write_batch_size)
     key = HOT_KEY
     put, get = store.put, store.get
