@@ -13,10 +13,17 @@ to this run:
    audits the local store against its changelog with Spark.
 
 The last line is the verdict, ``demo: PASS ...`` or ``demo: FAIL ...`` (exit code 1).
+
+Options (``make demo`` uses none of them): ``--bootstrap HOST:PORT`` runs it against another
+broker (default 127.0.0.1:9092, the one ``make kafka-up`` starts), ``--state-dir DIR`` puts the
+stores there instead of ``state/``, and ``--no-spark-audit`` skips step 6's Spark audit (the
+test of the demo uses all three). Every run uses topic, job and state names of its own, and
+removes them when it passes.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -27,7 +34,8 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -47,6 +55,20 @@ STARTED: list[subprocess.Popen[str]] = []  # job processes, killed if the demo f
 
 class DemoFailed(Exception):
     pass
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Where the demo runs: the broker, the stores' base directory, and whether to audit."""
+
+    bootstrap: str = BOOTSTRAP
+    state_dir: Path = REPO / "state"
+    spark_audit: bool = True
+
+
+def shown(path: Path) -> Path:
+    """``path`` relative to the repository when it is inside it (shorter to print)."""
+    return path.relative_to(REPO) if path.is_relative_to(REPO) else path
 
 
 def step(n: int, text: str) -> None:
@@ -106,13 +128,13 @@ def millpond(*args: str, timeout: float = 120, capture: bool = True
                           capture_output=capture, env=env)
 
 
-def check_broker() -> None:
+def check_broker(bootstrap: str) -> None:
     from confluent_kafka.admin import AdminClient
 
     try:
-        AdminClient({"bootstrap.servers": BOOTSTRAP}).list_topics(timeout=10)
+        AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10)
     except Exception as exc:
-        raise DemoFailed(f"no Kafka broker at {BOOTSTRAP} ({exc}); start one with "
+        raise DemoFailed(f"no Kafka broker at {bootstrap} ({exc}); start one with "
                          "`make kafka-up` or `millpond dev kafka start`") from None
 
 
@@ -131,11 +153,11 @@ def committed(config: list[str]) -> dict[str, int]:
     return {task: sum(c["inputs"].values()) for task, c in json.loads(out.stdout or "{}").items()}
 
 
-def read_outputs(topic: str) -> dict[str, int]:
+def read_outputs(bootstrap: str, topic: str) -> dict[str, int]:
     """The emitted hourly counts, deduplicated by key (copies of a key must agree)."""
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": BOOTSTRAP, "group.id": f"demo-read-{uuid.uuid4()}",
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"demo-read-{uuid.uuid4()}",
                          "enable.auto.commit": False, "enable.partition.eof": True})
     consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
     remaining, copies = set(range(PARTITIONS)), 0
@@ -219,10 +241,10 @@ def spark_audit(config: list[str]) -> str | None:
     return ", ".join(f"{k} {v}" for k, v in totals.items()) or "ok"
 
 
-def cleanup(run_id: str, state: Path) -> None:
+def cleanup(bootstrap: str, run_id: str, state: Path) -> None:
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": BOOTSTRAP})
+    admin = AdminClient({"bootstrap.servers": bootstrap})
     topics = [t for t in admin.list_topics(timeout=10).topics if run_id in t]
     if topics:
         for future in admin.delete_topics(topics, operation_timeout=30).values():
@@ -233,8 +255,9 @@ def cleanup(run_id: str, state: Path) -> None:
     shutil.rmtree(state, ignore_errors=True)
 
 
-def run(run_id: str) -> str:
+def run(run_id: str, settings: Settings) -> str:
     began = time.monotonic()
+    bootstrap = settings.bootstrap
     job_name = f"demo-hourly-page-views-{run_id}"
     views_topic, out_topic = f"demo-page-views-{run_id}", f"demo-hourly-page-views-out-{run_id}"
     config = [f"--config-override={kv}" for kv in (
@@ -243,24 +266,26 @@ def run(run_id: str) -> str:
         f"stores.hourly-counts.changelog=kafka.{job_name}-hourly-counts-changelog",
         f"stores.event-time.changelog=kafka.{job_name}-event-time-changelog",
         f"systems.kafka.consumer.group.instance.id={job_name}-1",
+        f"systems.kafka.bootstrap.servers={bootstrap}",
+        f"job.logged.store.base.dir={settings.state_dir}",
         "task.commit.ms=500",
     )]
-    state = REPO / "state" / job_name
+    state = settings.state_dir / job_name
 
     step(1, f"generating {EVENTS:,} page views of {USERS} users over {HOURS} h "
             f"(seed {SEED}) into {views_topic} ({PARTITIONS} partitions)")
-    check_broker()
+    check_broker(bootstrap)
     views = page_views(SEED, EVENTS, USERS, HOURS, partitions=PARTITIONS)
-    create_topics(BOOTSTRAP, {views_topic: PARTITIONS, out_topic: PARTITIONS})
+    create_topics(bootstrap, {views_topic: PARTITIONS, out_topic: PARTITIONS})
     half = len(views) // 2
-    produce(BOOTSTRAP, views_topic, views[:half])
+    produce(bootstrap, views_topic, views[:half])
     print(f"      produced the first {half:,}; job {job_name}, config {CONFIG.relative_to(REPO)}")
 
     step(2, "running the job, producing the other half meanwhile, then SIGKILL")
     job = Job(config, bounded=False)
     job.wait_for("ready:", PARTITIONS, timeout=60)
     feeder = threading.Thread(target=produce, daemon=True,
-                              args=(BOOTSTRAP, views_topic, paced(views[half:])))
+                              args=(bootstrap, views_topic, paced(views[half:])))
     feeder.start()
     time.sleep(2.5)  # a few commits (task.commit.ms=500); the feeder needs ~4.5 s in all
     job.kill()
@@ -276,7 +301,7 @@ def run(run_id: str) -> str:
     lost = sorted((state / "hourly-counts").glob(f"partition-{LOST_PARTITION}*"))
     for path in lost:
         shutil.rmtree(path) if path.is_dir() else path.unlink()
-        print(f"      rm -r {path.relative_to(REPO)}")
+        print(f"      rm -r {shown(path)}")
     if not lost:
         raise DemoFailed(f"no store directory for partition {LOST_PARTITION} under {state}")
 
@@ -292,7 +317,7 @@ def run(run_id: str) -> str:
 
     step(6, "comparing with a plain-Python count of the same views")
     expected = hourly_counts(views)
-    emitted = read_outputs(out_topic)
+    emitted = read_outputs(bootstrap, out_topic)
     out = millpond("store", "dump", "--config", str(CONFIG), *config, "--store", "hourly-counts")
     if out.returncode != 0:
         raise DemoFailed(f"millpond store dump failed: {out.stderr}")
@@ -301,27 +326,45 @@ def run(run_id: str) -> str:
     if problems:
         raise DemoFailed("; ".join(problems))
 
-    audit = spark_audit(config)
-    if audit is None:
+    audit = spark_audit(config) if settings.spark_audit else None
+    if not settings.spark_audit:
+        audit_note = "spark audit skipped (--no-spark-audit)"
+        print("      (millpond spark audit skipped: --no-spark-audit)")
+    elif audit is None:
         audit_note = "spark audit not available"
         print("      (millpond spark audit is not available in this millpond; skipped)")
     else:
         audit_note = f"spark audit ok: {audit}"
         print(f"      millpond spark audit --store hourly-counts: {audit}")
-    cleanup(run_id, state)
+    cleanup(bootstrap, run_id, state)
     return (f"{len(expected.per_user())}/{len(expected.per_user())} users and "
             f"{len(expected.closed) + len(expected.open)} hourly counts match after SIGKILL + "
             f"lost store + restore; {audit_note}; {time.monotonic() - began:.0f} s")
 
 
-def main() -> None:
+def parse_args(argv: Sequence[str] | None) -> Settings:
+    parser = argparse.ArgumentParser(prog="python -m examples.demo", description=(
+        "The recovery demo: hourly page views survive a SIGKILL and a lost store."))
+    parser.add_argument("--bootstrap", default=BOOTSTRAP,
+                        help=f"the Kafka broker to run against (default {BOOTSTRAP})")
+    parser.add_argument("--state-dir", type=Path, default=REPO / "state",
+                        help="base directory of the job's stores (default state/)")
+    parser.add_argument("--no-spark-audit", action="store_true",
+                        help="skip the Spark audit of step 6")
+    args = parser.parse_args(argv)
+    return Settings(bootstrap=args.bootstrap, state_dir=args.state_dir.resolve(),
+                    spark_audit=not args.no_spark_audit)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    settings = parse_args(argv)
     run_id = uuid.uuid4().hex[:6]
     try:
-        summary = run(run_id)
+        summary = run(run_id, settings)
     except Exception as exc:  # any failure ends in the verdict line
-        state = Path("state") / f"demo-hourly-page-views-{run_id}"
-        if (REPO / state).exists():
-            print(f"      (left {state} and the run's topics (*-{run_id}) for a look)")
+        state = settings.state_dir / f"demo-hourly-page-views-{run_id}"
+        if state.exists():
+            print(f"      (left {shown(state)} and the run's topics (*-{run_id}) for a look)")
         reason = str(exc) if isinstance(exc, DemoFailed) else f"{type(exc).__name__}: {exc}"
         print(f"\ndemo: FAIL {reason}")
         sys.exit(1)

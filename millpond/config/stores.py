@@ -33,7 +33,7 @@ FACTORIES: dict[str, StoreFactory] = {
 KNOWN_KEYS = (
     "factory", "key.serde", "msg.serde", "changelog", "changelog.replication.factor",
     "object.cache.size", "write.batch.size", "object.cache.max.bytes", "rocksdb.compression",
-    "rocksdb.block.size.bytes", "rocksdb.bloom.filter.bits.per.key",
+    "rocksdb.block.size.bytes", "rocksdb.compaction.style", "rocksdb.bloom.filter.bits.per.key",
     "rocksdb.num.write.buffers", "rocksdb.ttl.ms", "rocksdb.max.log.file.size.bytes",
     "rocksdb.keep.log.file.num", "container.write.buffer.size.bytes",
     "container.cache.size.bytes",

@@ -3,8 +3,11 @@
 Property names and defaults follow Samza's RocksDbOptionsHelper (per store, not divided by task
 count): rocksdb.compression=snappy, rocksdb.block.size.bytes=4096,
 container.cache.size.bytes=100 MiB (block cache), container.write.buffer.size.bytes=32 MiB,
-rocksdb.num.write.buffers=3, rocksdb.compaction.style=universal, plus rocksdb.ttl.ms (off by
-default). Unlike Samza, an unknown value is an error rather than a silent fallback.
+rocksdb.num.write.buffers=3, rocksdb.compaction.style=universal,
+rocksdb.max.log.file.size.bytes=64 MiB and rocksdb.keep.log.file.num=2 (RocksDB's own info LOG
+files), plus rocksdb.ttl.ms (off by default). Unlike Samza, an unknown value is an error rather
+than a silent fallback; so is rocksdb.compression=zlib, which this RocksDB build accepts but
+never applies (see UNUSABLE_COMPRESSIONS).
 
 One millpond extension: rocksdb.bloom.filter.bits.per.key (default 10, 0 = off). Samza sets no
 bloom filter; with one, a point lookup skips the sorted runs that cannot hold the key, which
@@ -37,8 +40,14 @@ COMPRESSIONS: dict[str, Callable[[], DBCompressionType]] = {
     "lz4": DBCompressionType.lz4,
     "lz4hc": DBCompressionType.lz4hc,
     "zstd": DBCompressionType.zstd,
-    "zlib": DBCompressionType.zlib,
     "bzip2": DBCompressionType.bz2,
+}
+
+# Samza codecs this RocksDB build accepts but cannot use: an error rather than a store that is
+# silently left uncompressed. (tests/unit/test_stores_engines.py checks that this still holds.)
+UNUSABLE_COMPRESSIONS = {
+    "zlib": "rocksdict's RocksDB rejects every zlib-compressed block and stores it "
+            "uncompressed; use zstd or lz4 instead",
 }
 
 COMPACTION_STYLES: dict[str, Callable[[], DBCompactionStyle]] = {
@@ -63,8 +72,15 @@ class RocksDbOptions:
     compaction_style: str = "universal"
     bloom_bits_per_key: int = 10  # 0 = no bloom filter
     ttl_ms: int | None = None  # entries older than this vanish at compaction; None/<=0 = keep
+    max_log_file_size_bytes: int = 64 * MiB  # RocksDB's info LOG rolls at this size; 0 = never
+    keep_log_file_num: int = 2  # info LOG files kept (the current one and rolled ones)
 
     def __post_init__(self) -> None:
+        if self.compression in UNUSABLE_COMPRESSIONS:
+            raise StoreConfigError(
+                f"rocksdb.compression: {self.compression!r} is not supported: "
+                f"{UNUSABLE_COMPRESSIONS[self.compression]}"
+            )
         if self.compression not in COMPRESSIONS:
             raise StoreConfigError(
                 f"rocksdb.compression: unknown codec {self.compression!r} "
@@ -83,6 +99,15 @@ class RocksDbOptions:
         ):
             if value <= 0:
                 raise StoreConfigError(f"{field}: must be positive, got {value}")
+        if self.max_log_file_size_bytes < 0:
+            raise StoreConfigError(
+                "rocksdb.max.log.file.size.bytes: must be >= 0, "
+                f"got {self.max_log_file_size_bytes}"
+            )
+        if self.keep_log_file_num <= 0:
+            raise StoreConfigError(
+                f"rocksdb.keep.log.file.num: must be positive, got {self.keep_log_file_num}"
+            )
         if self.bloom_bits_per_key < 0:
             raise StoreConfigError(
                 f"rocksdb.bloom.filter.bits.per.key: must be >= 0, got {self.bloom_bits_per_key}"
@@ -114,6 +139,10 @@ class RocksDbOptions:
             compaction_style=get("rocksdb.compaction.style", str.lower, d.compaction_style),
             bloom_bits_per_key=get("rocksdb.bloom.filter.bits.per.key", int, d.bloom_bits_per_key),
             ttl_ms=ttl if ttl > 0 else None,
+            max_log_file_size_bytes=get(
+                "rocksdb.max.log.file.size.bytes", int, d.max_log_file_size_bytes
+            ),
+            keep_log_file_num=get("rocksdb.keep.log.file.num", int, d.keep_log_file_num),
         )
 
     @property
@@ -131,6 +160,8 @@ class RocksDbOptions:
         opts.set_compaction_style(COMPACTION_STYLES[self.compaction_style]())
         opts.set_write_buffer_size(self.write_buffer_size_bytes)
         opts.set_max_write_buffer_number(self.num_write_buffers)
+        opts.set_max_log_file_size(self.max_log_file_size_bytes)
+        opts.set_keep_log_file_num(self.keep_log_file_num)
         table = BlockBasedOptions()
         table.set_block_size(self.block_size_bytes)
         table.set_block_cache(Cache(self.block_cache_size_bytes))

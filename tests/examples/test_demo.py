@@ -1,0 +1,76 @@
+"""``make demo`` end to end, against the test's private broker instead of 127.0.0.1:9092.
+
+The demo runs as ``make demo`` runs it (``python -m examples.demo``) with three options:
+``--bootstrap`` (the test's broker), ``--state-dir`` (a tmp dir) and ``--no-spark-audit``
+(Spark's start-up alone would take most of a minute; ``millpond spark audit`` has tests of its
+own under tests/spark).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from tests.kafka_util import REPO
+
+pytestmark = pytest.mark.kafka
+
+
+def run_demo(bootstrap: str, state: Path, timeout: float = 180) -> tuple[int, str]:
+    """Run the demo to its end (its process group is killed if it overruns ``timeout``)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "examples.demo", "--bootstrap", bootstrap,
+         "--state-dir", str(state), "--no-spark-audit"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # the demo and the jobs it started
+        out, _ = proc.communicate(timeout=30)
+        pytest.fail(f"the demo did not finish within {timeout:.0f} s:\n{out[-4000:]}")
+    return proc.returncode, out
+
+
+def topics_of(bootstrap: str, run_id: str) -> list[str]:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    return sorted(t for t in admin.list_topics(timeout=30).topics if run_id in t)
+
+
+def test_demo_passes_against_the_test_broker(kafka_bootstrap: str, tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    began = time.monotonic()
+    code, out = run_demo(kafka_bootstrap, state)
+    took = time.monotonic() - began
+    (tmp_path / "demo.log").write_text(out)
+    lines = out.rstrip().splitlines()
+    assert code == 0 and lines, out[-6000:]
+    verdict = lines[-1]
+    assert verdict.startswith("demo: PASS "), out[-6000:]
+    # All six steps ran, and the verdict is about every user and hourly count.
+    assert [f"[{n}/6]" in out for n in range(1, 7)] == [True] * 6, out[-6000:]
+    users = re.search(r"demo: PASS (\d+)/(\d+) users and (\d+) hourly counts match", verdict)
+    assert users is not None and users[1] == users[2] and int(users[1]) > 0, verdict
+    assert "spark audit skipped (--no-spark-audit)" in verdict
+
+    # It ran against the test's broker with its stores under tmp_path: the lost store it
+    # deleted in step 3 was there, and passing removed the run's state and topics.
+    match = re.search(r"job (demo-hourly-page-views-([0-9a-f]{6}))", out)
+    assert match is not None, out[:3000]
+    job, run_id = match[1], match[2]
+    assert f"rm -r {state / job / 'hourly-counts' / 'partition-2'}" in out, out[-6000:]
+    assert state.is_dir() and not (state / job).exists()
+    assert not (REPO / "state" / job).exists()
+    deadline = time.monotonic() + 30
+    while (left := topics_of(kafka_bootstrap, run_id)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert left == [], f"the demo left its topics behind: {left}"
+    print(f"demo took {took:.1f} s: {verdict}")
