@@ -233,8 +233,8 @@ def changelog_describe(config_path: Path, overrides: tuple[str, ...], store: str
 
     rows, settings = describe.describe(_job(config_path, overrides), store)
     if fmt == "json":
-        click.echo(json.dumps({"topics": settings, "partitions": [
-            {**dataclasses.asdict(r), "lag": r.lag} for r in rows]}, indent=2))
+        click.echo(json.dumps({"topics": settings,
+                               "partitions": [dataclasses.asdict(r) for r in rows]}, indent=2))
         return
     for topic, conf in settings.items():
         click.echo(f"{topic}: " + ", ".join(f"{k}={v}" for k, v in sorted(conf.items())))

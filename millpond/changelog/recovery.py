@@ -200,7 +200,8 @@ def plan_recovery(obs: Observation) -> RecoveryPlan:
     """Decide how to bring a store back to the state its guarantee requires. No I/O.
 
     Raises :class:`ChangelogLostError` if the checkpoint names offsets the changelog does
-    not have (deleted, recreated or truncated): restoring would silently lose state.
+    not have (deleted, recreated or truncated: its end is at or before the checkpointed
+    offset, or its start is past it): restoring would silently lose state.
     """
     where, low, high = obs.where, obs.low, obs.high
     if obs.checkpointed is not None and obs.checkpointed >= high:
@@ -209,6 +210,19 @@ def plan_recovery(obs: Observation) -> RecoveryPlan:
             f"checkpoint says store {where.store} wrote offset {obs.checkpointed}: the topic "
             f"was deleted, recreated or truncated and restoring would lose state. If the local "
             f"store is intact, re-seed the changelog with `millpond restore --from-local`."
+        )
+    checkpointed = obs.checkpointed
+    if checkpointed is not None and checkpointed != NO_OFFSET and checkpointed + 1 < low:
+        # Compaction never moves a partition's start: deleting records does (DeleteRecords,
+        # or retention under cleanup.policy=compact,delete). A start just past the checkpoint
+        # is no proof of loss: a store restored from a changelog emptied that way reflects
+        # offset ``low - 1`` without having written it, and checkpoints that.
+        raise ChangelogLostError(
+            f"changelog {where.topic}[{where.partition}] starts at offset {low} but the last "
+            f"checkpoint says store {where.store} wrote offset {obs.checkpointed}: records up "
+            f"to it were deleted (the topic was truncated) and restoring would lose state. If "
+            f"the local store is intact, re-seed the changelog with "
+            f"`millpond restore --from-local`."
         )
     if obs.guarantee.restores_to_checkpoint:
         end = (obs.checkpointed + 1) if obs.checkpointed is not None else low

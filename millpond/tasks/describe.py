@@ -14,7 +14,7 @@ from millpond.changelog import local
 from millpond.changelog.admin import store_topic
 from millpond.changelog.checkpoint import read_offset_file, task_name
 from millpond.changelog.errors import CheckpointError
-from millpond.changelog.restore import watermarks
+from millpond.changelog.restore import read_range, watermarks
 from millpond.tasks.offline import Job
 from millpond.tasks.storage import open_engine, serdes_for
 
@@ -30,11 +30,7 @@ class PartitionInfo:
     high: int
     local_offset: int | None
     checkpointed: int | None
-
-    @property
-    def lag(self) -> int | None:
-        """Changelog records the local store has not applied."""
-        return None if self.local_offset is None else max(0, self.high - 1 - self.local_offset)
+    lag: int | None = None  # changelog records after the local offset; None without one
 
 
 def describe(job: Job, store: str | None = None) -> tuple[list[PartitionInfo], dict[str, dict[str, str]]]:
@@ -57,12 +53,22 @@ def describe(job: Job, store: str | None = None) -> tuple[list[PartitionInfo], d
                                        job.config.job.name, cfg.name, p)
                 so = read_offset_file_quiet(live)
                 ckpt = checkpoints.get(task_name(p))
-                rows.append(PartitionInfo(cfg.name, topic, p, int(low), int(high),
-                                          so.offset if so else None,
-                                          ckpt.changelogs.get(cfg.name) if ckpt else None))
+                rows.append(PartitionInfo(
+                    cfg.name, topic, p, int(low), int(high), so.offset if so else None,
+                    ckpt.changelogs.get(cfg.name) if ckpt else None,
+                    records_after(consumer, topic, p, so.offset, low, high) if so else None))
     finally:
         consumer.close()
     return rows, settings
+
+
+def records_after(consumer: Any, topic: str, partition: int, offset: int, low: int,
+                  high: int) -> int:
+    """Committed records of ``topic[partition]`` after ``offset``: what a store at that offset
+    has not applied. Counted by reading them, since offsets also number transaction markers
+    (one after every commit) and aborted records, which are nobody's lag."""
+    return sum(len(batch) for batch in read_range(consumer, topic, partition,
+                                                  max(offset + 1, low), high))
 
 
 def read_store(

@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import Broker
+from tests.conftest import Broker, unavailable
 
 MILLPOND = str(Path(sys.executable).with_name("millpond"))
 
 
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([MILLPOND, *args], capture_output=True, text=True, timeout=60)
+def run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([MILLPOND, *args], capture_output=True, text=True, timeout=timeout)
 
 
 def test_help_lists_commands() -> None:
@@ -39,3 +40,104 @@ def test_status_reports_running_local_broker(kafka_broker: Broker, tmp_path: Pat
     idle = run("dev", "kafka", "--data-dir", str(tmp_path / "none"), "--port", "19092", "status")
     assert idle.returncode == 1
     assert "not running" in idle.stdout and "127.0.0.1:19092" in idle.stdout
+
+
+def _java_and_jars_or_unavailable() -> None:
+    """The dev broker needs Java 17+ and its jars (cached, or Maven to fetch them)."""
+    import shutil
+
+    from millpond.dev.errors import DevError
+    from millpond.dev.kafka import KAFKA_VERSION, cache_root, require_java17
+
+    try:
+        require_java17()
+    except DevError as exc:
+        unavailable(f"no JVM for the dev broker: {exc}")
+    cached = (cache_root() / f"kafka-{KAFKA_VERSION}" / "libs" / ".complete").exists()
+    if not cached and shutil.which("mvn") is None:
+        unavailable("the Kafka jars are not cached and Maven is not installed")
+
+
+def _free_port_pair() -> int:
+    """A free port P with P+1 free too (`dev kafka --port P` puts its controller on P+1)."""
+    from millpond.dev.kafka import _port_free, free_port
+
+    for _ in range(50):
+        port = free_port()
+        if port < 65535 and _port_free(port + 1):
+            return port
+    raise AssertionError("no two consecutive free ports")
+
+
+@pytest.mark.kafka
+def test_dev_kafka_start_status_stop_on_its_own_port_and_data_dir(tmp_path: Path) -> None:
+    """The whole life of a dev broker away from 127.0.0.1:9092: start prints its address and
+    the broker serves clients, a second start reuses it, status reports it (ports remembered
+    in the data dir), stop ends its process, and status/stop then say it is not running."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    from millpond.dev.kafka import LocalKafka, _pid_alive
+    from tests.kafka_util import create_topic
+
+    _java_and_jars_or_unavailable()
+    port, data = _free_port_pair(), tmp_path / "kafka"
+    bootstrap = f"127.0.0.1:{port}"
+    cli = ["dev", "kafka", "--data-dir", str(data), "--port", str(port)]
+    try:
+        started = run(*cli, "start", "--timeout", "120", timeout=180)
+        assert started.returncode == 0, started.stdout + started.stderr
+        assert started.stdout.strip() == bootstrap
+        status = run("dev", "kafka", "--data-dir", str(data), "status")  # port from the data dir
+        assert status.returncode == 0, status.stdout + status.stderr
+        match = re.fullmatch(r"running pid=(\d+) bootstrap=(\S+) data=(\S+)\n", status.stdout)
+        assert match, status.stdout
+        pid = int(match.group(1))
+        assert (match.group(2), match.group(3)) == (bootstrap, str(data.resolve()))
+        assert _pid_alive(pid)
+
+        create_topic(bootstrap, "dev-check", 1)
+        producer = Producer({"bootstrap.servers": bootstrap})
+        producer.produce("dev-check", key=b"k", value=b"hello")
+        assert producer.flush(30) == 0
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "dev-check"})
+        try:
+            consumer.assign([TopicPartition("dev-check", 0, 0)])
+            msg = consumer.poll(30)
+            assert msg is not None and msg.error() is None and msg.value() == b"hello"
+        finally:
+            consumer.close()
+
+        again = run(*cli, "start", timeout=120)
+        assert again.returncode == 0 and again.stdout.strip() == bootstrap
+        assert f"running pid={pid} " in run(*cli, "status").stdout  # the same broker
+
+        stopped = run(*cli, "stop")
+        assert stopped.returncode == 0 and stopped.stdout.strip() == "stopped"
+        assert not _pid_alive(pid)
+        after = run(*cli, "status")
+        assert after.returncode == 1
+        assert after.stdout.startswith(f"not running (bootstrap would be {bootstrap}")
+        assert run(*cli, "stop").stdout.strip() == "not running"
+    finally:
+        LocalKafka(data_dir=data, port=port).stop()
+
+
+@pytest.mark.kafka
+def test_dev_kafka_start_refuses_a_port_in_use(tmp_path: Path) -> None:
+    """A port someone else listens on (as the benchmark broker does on 9092) is refused with a
+    way out, and the listener is left alone."""
+    import socket
+
+    _java_and_jars_or_unavailable()
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        refused = run("dev", "kafka", "--data-dir", str(tmp_path / "k"), "--port", str(port),
+                      "start")
+        assert refused.returncode == 1
+        assert f"port 127.0.0.1:{port} is already in use" in refused.stderr, refused.stderr
+        assert "--port N" in refused.stderr
+        assert not (tmp_path / "k" / "broker.json").exists()
+        with socket.create_connection(("127.0.0.1", port), timeout=5):
+            pass  # still listening

@@ -148,6 +148,33 @@ def test_checkpoint_past_the_changelog_end_is_a_lost_changelog(
         plan_recovery(obs)
 
 
+@pytest.mark.parametrize("guarantee", list(Guarantee))
+@pytest.mark.parametrize(("checkpointed", "low"), [(79, 81), (79, 100), (0, 2)])
+@pytest.mark.parametrize("local", ["intact", "lost"])
+def test_changelog_start_past_the_checkpoint_is_a_lost_changelog(
+    guarantee: Guarantee, checkpointed: int, low: int, local: str,
+) -> None:
+    """Records up to the checkpointed offset were deleted (DeleteRecords): the job stops
+    whether or not the local store still holds them."""
+    at_ckpt = at(checkpointed) if local == "intact" else None
+    obs = observation(guarantee, low=low, high=100, checkpointed=checkpointed, live=at_ckpt,
+                      ckpt=at_ckpt)
+    with pytest.raises(ChangelogLostError, match=f"starts at offset {low} .* wrote offset "
+                                                 f"{checkpointed}.*truncated.*restore --from-local"):
+        plan_recovery(obs)
+
+
+@pytest.mark.parametrize("guarantee", list(Guarantee))
+def test_changelog_start_just_past_the_checkpoint_is_not_a_loss(guarantee: Guarantee) -> None:
+    """A store restored from an emptied changelog reflects ``low - 1`` without having
+    written it, and a checkpoint of nothing (NO_OFFSET) names no offset at all."""
+    plan = plan_recovery(observation(guarantee, low=80, high=100, checkpointed=79,
+                                     live=at(79), ckpt=at(79)))
+    assert plan.copy is LocalCopy.LIVE and plan.begin == 80
+    empty = plan_recovery(observation(guarantee, low=80, high=100, checkpointed=NO_OFFSET))
+    assert empty.copy is LocalCopy.NOTHING and empty.begin == 80
+
+
 def test_a_fallback_full_restore_keeps_the_target_and_trim() -> None:
     plan = plan_recovery(observation(low=10, live=at(79)))
     assert plan.copy is LocalCopy.LIVE and not plan.full
