@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -174,3 +176,42 @@ def wait_for_line(proc: subprocess.Popen[str], needle: str, timeout: float = 60)
         if needle in line:
             return lines
     raise AssertionError(f"{needle!r} not seen:\n{''.join(lines[-30:])}")
+
+
+READY = re.compile(r"task (partition-\d+) ready: restored (\d+) records in \S+s, "
+                   r"input offsets (\{[^}]*\})")
+
+
+def ready_lines(log: str) -> list[tuple[str, int, dict[str, int]]]:
+    """(task, changelog records restored, input offsets it resumes at) of every
+    ``task ... ready`` line of a `millpond run` log, in order."""
+    return [(m.group(1), int(m.group(2)), ast.literal_eval(m.group(3)))
+            for m in READY.finditer(log)]
+
+
+def checkpoint_history(bootstrap: str, job_name: str, job_id: str = "1",
+                       ) -> dict[str, list[dict[str, int]]]:
+    """Every committed checkpoint's input offsets per task, oldest first, read
+    ``read_committed`` from the job's checkpoint topic (empty if it has none yet)."""
+    from millpond.changelog.checkpoint import Checkpoint, checkpoint_topic
+
+    history: dict[str, list[dict[str, int]]] = {}
+    records = read_topic(bootstrap, checkpoint_topic(job_name, job_id), "read_committed")
+    for msg in sorted(records, key=lambda m: (m.partition(), m.offset())):
+        if msg.value() is not None:
+            ckpt = Checkpoint.from_bytes(msg.value())
+            history.setdefault(ckpt.task, []).append(dict(ckpt.inputs))
+    return history
+
+
+def count_output_diff(bootstrap: str, sink: str, expected: Counter[str],
+                      isolation: str = "read_committed") -> tuple[int, int]:
+    """(lost, duplicated) of a counting job's output: it must hold ``(user, i)`` for every
+    ``i`` in 1..expected[user]; each extra copy (or a record never expected) is a duplicate."""
+    seen: Counter[tuple[str, int]] = Counter()
+    for msg in read_topic(bootstrap, sink, isolation):
+        seen[(msg.key().decode(), json.loads(msg.value()))] += 1
+    wanted = {(user, i) for user, n in expected.items() for i in range(1, n + 1)}
+    lost = len(wanted - set(seen))
+    duplicated = sum(n - 1 for n in seen.values() if n > 1) + len(set(seen) - wanted)
+    return lost, duplicated
