@@ -189,6 +189,40 @@ def ready_lines(log: str) -> list[tuple[str, int, dict[str, int]]]:
             for m in READY.finditer(log)]
 
 
+def read_stable(bootstrap: str, topic: str, timeout: float = 60) -> list[Any]:
+    """Every committed record of ``topic`` up to each partition's last stable offset now.
+
+    Unlike :func:`read_topic`, this ends while a transaction is open (a running or killed
+    job's): a ``read_committed`` consumer reports no end of partition until the high
+    watermark is readable, so it reads to the LSO the broker gives for watermarks."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"r-{time.monotonic_ns()}",
+                         "enable.auto.commit": False, "isolation.level": "read_committed"})
+    out: list[Any] = []
+    try:
+        md = consumer.list_topics(topic, timeout=30).topics[topic]
+        ends: dict[int, int] = {}
+        for p in md.partitions:
+            _, stable = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+            if stable > 0:
+                ends[p] = stable
+        consumer.assign([TopicPartition(topic, p, 0) for p in ends])
+        deadline = time.monotonic() + timeout
+        while ends and time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is not None:
+                if msg.error():
+                    raise AssertionError(msg.error())
+                if msg.offset() < ends.get(msg.partition(), -1):  # type: ignore[operator]
+                    out.append(msg)
+            for tp in consumer.position([TopicPartition(topic, p) for p in ends]):
+                if tp.offset >= ends[tp.partition]:
+                    del ends[tp.partition]
+        assert not ends, f"did not reach the last stable offset of {topic} partitions {ends}"
+    finally:
+        consumer.close()
+    return out
+
+
 def checkpoint_history(bootstrap: str, job_name: str, job_id: str = "1",
                        ) -> dict[str, list[dict[str, int]]]:
     """Every committed checkpoint's input offsets per task, oldest first, read
@@ -196,7 +230,7 @@ def checkpoint_history(bootstrap: str, job_name: str, job_id: str = "1",
     from millpond.changelog.checkpoint import Checkpoint, checkpoint_topic
 
     history: dict[str, list[dict[str, int]]] = {}
-    records = read_topic(bootstrap, checkpoint_topic(job_name, job_id), "read_committed")
+    records = read_stable(bootstrap, checkpoint_topic(job_name, job_id))
     for msg in sorted(records, key=lambda m: (m.partition(), m.offset())):
         if msg.value() is not None:
             ckpt = Checkpoint.from_bytes(msg.value())
