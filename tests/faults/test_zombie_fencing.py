@@ -124,6 +124,10 @@ def test_paused_process_is_fenced_when_resumed(
     for name, text in (("zombie", zombie_log), ("owner", owner_log)):
         assert "Traceback" not in text, f"{name}:\n{text[-3000:]}"
 
+    # No commit of the zombie's after the new owner's: the committed input offsets never
+    # go back (its commit would have checkpointed offsets below 600 after the owner's 600).
+    committed = [c[source] for c in checkpoint_history(kafka_bootstrap, job)["partition-0"]]
+    assert committed == sorted(committed) and committed[-1] == 600, committed
     lost, duplicated = count_output_diff(kafka_bootstrap, sink, expected, "read_committed")
     # Read uncommitted, the zombie's aborted outputs (its open transaction, which reached
     # the broker before the pause) are there too, duplicating the new owner's: they are
