@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -174,3 +176,76 @@ def wait_for_line(proc: subprocess.Popen[str], needle: str, timeout: float = 60)
         if needle in line:
             return lines
     raise AssertionError(f"{needle!r} not seen:\n{''.join(lines[-30:])}")
+
+
+READY = re.compile(r"task (partition-\d+) ready: restored (\d+) records in \S+s, "
+                   r"input offsets (\{[^}]*\})")
+
+
+def ready_lines(log: str) -> list[tuple[str, int, dict[str, int]]]:
+    """(task, changelog records restored, input offsets it resumes at) of every
+    ``task ... ready`` line of a `millpond run` log, in order."""
+    return [(m.group(1), int(m.group(2)), ast.literal_eval(m.group(3)))
+            for m in READY.finditer(log)]
+
+
+def read_stable(bootstrap: str, topic: str, timeout: float = 60) -> list[Any]:
+    """Every committed record of ``topic`` up to each partition's last stable offset now.
+
+    Unlike :func:`read_topic`, this ends while a transaction is open (a running or killed
+    job's): a ``read_committed`` consumer reports no end of partition until the high
+    watermark is readable, so it reads to the LSO the broker gives for watermarks."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"r-{time.monotonic_ns()}",
+                         "enable.auto.commit": False, "isolation.level": "read_committed"})
+    out: list[Any] = []
+    try:
+        md = consumer.list_topics(topic, timeout=30).topics[topic]
+        ends: dict[int, int] = {}
+        for p in md.partitions:
+            _, stable = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+            if stable > 0:
+                ends[p] = stable
+        consumer.assign([TopicPartition(topic, p, 0) for p in ends])
+        deadline = time.monotonic() + timeout
+        while ends and time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is not None:
+                if msg.error():
+                    raise AssertionError(msg.error())
+                if msg.offset() < ends.get(msg.partition(), -1):  # type: ignore[operator]
+                    out.append(msg)
+            for tp in consumer.position([TopicPartition(topic, p) for p in ends]):
+                if tp.offset >= ends[tp.partition]:
+                    del ends[tp.partition]
+        assert not ends, f"did not reach the last stable offset of {topic} partitions {ends}"
+    finally:
+        consumer.close()
+    return out
+
+
+def checkpoint_history(bootstrap: str, job_name: str, job_id: str = "1",
+                       ) -> dict[str, list[dict[str, int]]]:
+    """Every committed checkpoint's input offsets per task, oldest first, read
+    ``read_committed`` from the job's checkpoint topic (empty if it has none yet)."""
+    from millpond.changelog.checkpoint import Checkpoint, checkpoint_topic
+
+    history: dict[str, list[dict[str, int]]] = {}
+    records = read_stable(bootstrap, checkpoint_topic(job_name, job_id))
+    for msg in sorted(records, key=lambda m: (m.partition(), m.offset())):
+        if msg.value() is not None:
+            ckpt = Checkpoint.from_bytes(msg.value())
+            history.setdefault(ckpt.task, []).append(dict(ckpt.inputs))
+    return history
+
+
+def count_output_diff(bootstrap: str, sink: str, expected: Counter[str],
+                      isolation: str = "read_committed") -> tuple[int, int]:
+    """(lost, duplicated) of a counting job's output: it must hold ``(user, i)`` for every
+    ``i`` in 1..expected[user]; each extra copy (or a record never expected) is a duplicate."""
+    seen: Counter[tuple[str, int]] = Counter()
+    for msg in read_topic(bootstrap, sink, isolation):
+        seen[(msg.key().decode(), json.loads(msg.value()))] += 1
+    wanted = {(user, i) for user, n in expected.items() for i in range(1, n + 1)}
+    lost = len(wanted - set(seen))
+    duplicated = sum(n - 1 for n in seen.values() if n > 1) + len(set(seen) - wanted)
+    return lost, duplicated

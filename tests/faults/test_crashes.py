@@ -2,24 +2,26 @@
 
 from __future__ import annotations
 
-import json
+import os
 import random
-import signal
+import subprocess
 import time
-from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tests.kafka_util import (
+    MILLPOND,
+    REPO,
+    checkpoint_history,
+    count_output_diff,
     counting_job,
     create_topic,
     dump_store,
     produce_users,
-    read_topic,
+    ready_lines,
     run_job,
-    start_job,
     state_diff,
     write_properties,
 )
@@ -27,54 +29,137 @@ from tests.kafka_util import (
 pytestmark = pytest.mark.kafka
 
 
-def _output_diff(bootstrap: str, sink: str, expected: Counter[str]) -> tuple[int, int]:
-    """(lost, duplicated) count results in a read_committed output topic."""
-    seen: Counter[tuple[str, int]] = Counter()
-    for msg in read_topic(bootstrap, sink, "read_committed"):
-        seen[(msg.key().decode(), json.loads(msg.value()))] += 1
-    wanted = {(user, i) for user, n in expected.items() for i in range(1, n + 1)}
-    lost = len(wanted - set(seen))
-    duplicated = sum(n - 1 for n in seen.values() if n > 1) + len(set(seen) - wanted)
-    return lost, duplicated
+# Every ANYTIME-th kill lands at a random moment after the start (start-up, restore or
+# processing); the others a random moment after a commit that moved a task's input offset.
+ANYTIME = 4
 
 
-@pytest.mark.parametrize("guarantee", ["effectively-once", "exactly-once"])
+def _committed(bootstrap: str, job: str, source: str) -> dict[str, int]:
+    """The last committed input offset of each task."""
+    return {task: offs[-1][source] for task, offs in checkpoint_history(bootstrap, job).items()}
+
+
+def _check_resumes(runs: list[tuple[dict[str, int], str]], history: dict[str, list[dict[str, int]]],
+                   source: str) -> tuple[int, int, int]:
+    """Check that each incarnation's tasks resume from a committed checkpoint no older than
+    the last one committed before it started, and that every kill after a commit that moved
+    an input offset is followed by a task resuming from that checkpoint (> 0).
+
+    ``runs``: per incarnation, the input offset of each task committed before it started
+    and its log. Returns (task restores, restores that replayed changelog records, kills
+    after a commit, each followed by a resume from a checkpoint > 0)."""
+    restores = replayed = 0
+    firsts: list[dict[str, int]] = []  # per incarnation: task -> input offset it resumed at
+    for i, (before, out) in enumerate(runs):
+        first: dict[str, int] = {}
+        for task, restored, inputs in ready_lines(out):
+            restores += 1
+            replayed += restored > 0
+            if task in first:
+                continue
+            first[task] = at = inputs[source]
+            committed = before.get(task, 0)
+            assert at >= committed, (f"incarnation {i}: task {task} resumed at {inputs} but "
+                                     f"{committed} was committed before it started")
+            assert at == 0 or inputs in history.get(task, []), (
+                f"incarnation {i}: task {task} resumed at {inputs}, not at a committed "
+                f"checkpoint (last ones: {history.get(task, [])[-3:]})")
+        firsts.append(first)
+    after_commit = 0
+    for i in range(1, len(runs)):  # runs[i][0]: committed when kill i - 1 had landed
+        committed = {t: off for t, off in runs[i][0].items() if off > 0}
+        if not committed:
+            continue
+        after_commit += 1
+        resumed = [next((f[t] for f in firsts[i:] if t in f), None) for t in committed]
+        assert any(at is not None and at > 0 for at in resumed), (
+            f"kill {i - 1} landed after commits {committed}; no later task resumed from them")
+    return restores, replayed, after_commit
+
+
+def _start(conf: Path, log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    with open(log, "wb") as fh:
+        return subprocess.Popen([MILLPOND, "run", "--config", str(conf), "--bounded"], cwd=REPO,
+                                stdout=fh, stderr=subprocess.STDOUT, env={**os.environ, **env})
+
+
+@pytest.mark.parametrize("guarantee", ["at-least-once", "effectively-once", "exactly-once"])
 def test_random_sigkills(
     guarantee: str, full: bool, report: Callable[..., None], kafka_bootstrap: str,
     topic_name: Callable[[str], str], tmp_path: Path,
 ) -> None:
-    messages, kills = (1_000_000, 20) if full else (40_000, 4)
+    """SIGKILL a counting job at seeded random moments, mostly soon after a commit, restart
+    it each time, then let it finish. Every restart resumes from the last committed
+    checkpoint, and every kill after a commit is followed by a resume from it (> 0). State:
+    no input lost under any guarantee; no duplicate under effectively- and exactly-once
+    (at-least-once's are reported). Output: exactly once read_committed under exactly-once,
+    else nothing lost read_uncommitted (duplicates reported)."""
+    messages, kills = (1_000_000, 20) if full else (60_000, 4)
+    # The task is throttled (<= ~5k msg/s in CI, ~15k in the long version) so the kills
+    # cannot finish the input however fast the machine is.
+    delay = "0.00005" if full else "0.0002"
     rng = random.Random(20261122)
-    source, sink = topic_name("in"), topic_name("out")
+    source, sink, job = topic_name("in"), topic_name("out"), topic_name("job")
     create_topic(kafka_bootstrap, source, 4)
     create_topic(kafka_bootstrap, sink, 4)
     expected = produce_users(kafka_bootstrap, source, messages, 5000, 4)
     conf = write_properties(tmp_path / "job.properties", counting_job(
-        kafka_bootstrap, topic_name("job"), source, tmp_path / "state",
-        **{"task.processing.guarantee": guarantee, "task.commit.ms": 500,
+        kafka_bootstrap, job, source, tmp_path / "state",
+        **{"task.class": "tests.jobs.counting.SlowCounter",
+           "task.processing.guarantee": guarantee, "task.commit.ms": 500,
            "emit.stream": f"kafka.{sink}"}))
-    restores = 0
-    done_early = False
-    for _ in range(kills):
-        proc = start_job(conf, "--bounded")
-        time.sleep(rng.uniform(1.0, 3.0 if full else 2.5))
-        if proc.poll() is not None:
-            done_early = True
-            break
-        proc.send_signal(signal.SIGKILL)
-        out, _ = proc.communicate(timeout=30)
-        restores += out.count("ready: restored")
-    final = run_job(conf, "--bounded", timeout=600)
+    env = {"MILLPOND_TEST_DELAY": delay}
+    runs: list[tuple[dict[str, int], str]] = []
+    before: dict[str, int] = {}
+    after_progress = 0
+    for k in range(kills):
+        log = tmp_path / f"run-{k}.log"
+        proc = _start(conf, log, env)
+        try:
+            if k % ANYTIME == 1:
+                time.sleep(rng.uniform(0.5, 3.0))
+            else:  # until a task committed progress, then a little longer
+                deadline = time.monotonic() + 120
+                while proc.poll() is None and not any(
+                        off > before.get(t, 0)
+                        for t, off in _committed(kafka_bootstrap, job, source).items()):
+                    assert time.monotonic() < deadline, (
+                        f"no commit within 120 s:\n{log.read_text()[-3000:]}")
+                    time.sleep(0.2)
+                time.sleep(rng.uniform(0.0, 1.0))
+                after_progress += 1
+            assert proc.poll() is None, (
+                f"the job ended before kill {k}; give it more input\n{log.read_text()[-3000:]}")
+        finally:
+            proc.kill()  # SIGKILL
+            proc.wait(30)
+        runs.append((before, log.read_text(errors="replace")))
+        before = _committed(kafka_bootstrap, job, source)
+    final = run_job(conf, "--bounded", env=env, timeout=600)
     assert final.returncode == 0, final.stderr[-3000:]
-    assert not done_early, "the job finished before all kills; give it more input"
+    runs.append((before, final.stdout + final.stderr))
+    restores, replayed, after_commit = _check_resumes(
+        runs, checkpoint_history(kafka_bootstrap, job), source)
+    assert after_commit >= after_progress, (after_commit, after_progress)
+
     lost, duplicated = state_diff(dump_store(conf, "counts"), expected)
+    isolation = "read_committed" if guarantee == "exactly-once" else "read_uncommitted"
+    out_lost, out_dup = count_output_diff(kafka_bootstrap, sink, expected, isolation)
+    tried = (f"{messages:,} msgs, {kills} seeded kills ({after_commit} after a commit, each "
+             f"followed by a resume from it), {restores} task restores ({replayed} replayed "
+             f"changelog records)")
     if guarantee == "exactly-once":
-        out_lost, out_dup = _output_diff(kafka_bootstrap, sink, expected)
-        lost, duplicated = lost + out_lost, duplicated + out_dup
-    report(f"SIGKILL x{kills} ({guarantee})",
-           f"{messages:,} msgs, seeded kills, {restores} task restores", lost, duplicated,
-           "exact" if lost == duplicated == 0 else "DIFF")
-    assert (lost, duplicated) == (0, 0)
+        report(f"SIGKILL x{kills} ({guarantee})", tried, lost + out_lost, duplicated + out_dup,
+               "exact" if lost + out_lost + duplicated + out_dup == 0 else "DIFF")
+    else:
+        report(f"SIGKILL x{kills} ({guarantee})", tried, lost, duplicated,
+               f"{'exact' if lost == duplicated == 0 else 'DIFF'}; output {isolation}: "
+               f"{out_lost} lost, {out_dup} duplicated")
+    assert lost == 0 and out_lost == 0, (lost, out_lost)
+    if guarantee == "exactly-once":
+        assert (duplicated, out_dup) == (0, 0)
+    elif guarantee == "effectively-once":
+        assert duplicated == 0
 
 
 def test_aborted_transaction_rolls_back_local_state(
@@ -94,7 +179,7 @@ def test_aborted_transaction_rolls_back_local_state(
     assert run.returncode == 0, run.stderr[-3000:]
     assert "aborted" in run.stderr and "restoring it from the checkpoint" in run.stderr
     lost, duplicated = state_diff(dump_store(conf, "counts"), expected)
-    out_lost, out_dup = _output_diff(kafka_bootstrap, sink, expected)
+    out_lost, out_dup = count_output_diff(kafka_bootstrap, sink, expected)
     report("aborted transaction (exactly-once)", "3rd commit fails abortably", lost + out_lost,
            duplicated + out_dup, "exact" if lost + out_lost + duplicated + out_dup == 0 else "DIFF")
     assert (lost, duplicated, out_lost, out_dup) == (0, 0, 0, 0)

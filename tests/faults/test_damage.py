@@ -6,12 +6,14 @@ import json
 import shutil
 import subprocess
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient
 
+from millpond.changelog.local import checkpoint_dir
 from tests.conftest import Broker, unavailable
 from tests.kafka_util import (
     counting_job,
@@ -19,6 +21,8 @@ from tests.kafka_util import (
     dump_store,
     millpond,
     produce_users,
+    read_topic,
+    ready_lines,
     run_job,
     start_job,
     state_diff,
@@ -30,16 +34,25 @@ pytestmark = pytest.mark.kafka
 
 
 def _damage(kind: str, live: Path) -> None:
+    """Damage partition-0's local state: its live directory and, where the case says so,
+    the last commit's checkpoint beside it (``partition-0.checkpoint``, see
+    :mod:`millpond.changelog.local`), which recovery falls back to."""
+    ckpt = checkpoint_dir(live)
+    assert (live / "OFFSET").is_file() and (ckpt / "OFFSET").is_file(), "nothing to damage"
     if kind == "store dir deleted":
         shutil.rmtree(live)
+        shutil.rmtree(ckpt)
     elif kind == "SST truncated":
         ssts = sorted(live.glob("*.sst"))
         assert ssts, f"no SST files in {live}"
-        for sst in ssts:
+        for sst in ssts:  # hard links: the checkpoint's SST files are truncated with them
             size = sst.stat().st_size
             with open(sst, "r+b") as fh:
                 fh.truncate(size // 2)
     elif kind == "OFFSET garbage":
+        (live / "OFFSET").write_text("\x00garbage{")
+        (ckpt / "OFFSET").write_text("\x00garbage{")
+    elif kind == "OFFSET garbage (live copy only)":
         (live / "OFFSET").write_text("\x00garbage{")
     elif kind == "OFFSET ahead of changelog":
         doc = json.loads((live / "OFFSET").read_text())
@@ -47,12 +60,26 @@ def _damage(kind: str, live: Path) -> None:
         (live / "OFFSET").write_text(json.dumps(doc))
 
 
-@pytest.mark.parametrize("kind", ["store dir deleted", "SST truncated", "OFFSET garbage",
-                                  "OFFSET ahead of changelog"])
+# What partition-0's store restarts from after each damage: "full" (the whole changelog
+# replayed into an empty store) or "checkpoint" (the last commit's checkpoint, which is at
+# the changelog's end here: nothing to replay).
+DAMAGE = {
+    "store dir deleted": "full",
+    "SST truncated": "full",
+    "OFFSET garbage": "full",
+    "OFFSET garbage (live copy only)": "checkpoint",
+    "OFFSET ahead of changelog": "full",
+}
+
+
+@pytest.mark.parametrize("kind", list(DAMAGE))
 def test_local_state_damage_ends_in_full_restore(
     kind: str, report: Callable[..., None], kafka_bootstrap: str,
     topic_name: Callable[[str], str], tmp_path: Path,
 ) -> None:
+    """Damaged local state of one task: it is restored in full from its changelog (or from
+    the last commit's checkpoint, where only the live copy was damaged), the undamaged task
+    from its live directory, and the state is exact."""
     source, name = topic_name("in"), topic_name("job")
     create_topic(kafka_bootstrap, source, 2)
     expected = produce_users(kafka_bootstrap, source, 4000, 300, 2)
@@ -61,15 +88,29 @@ def test_local_state_damage_ends_in_full_restore(
     assert run_job(conf, "--bounded").returncode == 0
     live = tmp_path / "state" / name / "counts" / "partition-0"
     _damage(kind, live)
+    changelog = Counter(m.partition()
+                        for m in read_topic(kafka_bootstrap, f"{name}-counts-changelog"))
+    assert changelog[0] > 0, changelog
     expected += produce_users(kafka_bootstrap, source, 2000, 300, 2)
     run = run_job(conf, "--bounded")
     assert run.returncode == 0, run.stderr[-3000:]
-    if kind != "store dir deleted":
-        assert "full restore" in run.stderr, run.stderr[-3000:]
+    restored = {task: records for task, records, _ in ready_lines(run.stderr)}
+    if DAMAGE[kind] == "full":
+        assert restored["partition-0"] == changelog[0], (
+            f"not a full restore: {restored} of {dict(changelog)} changelog records")
+        if kind != "store dir deleted":  # nothing left to warn about: no local copy at all
+            assert "full restore" in run.stderr, run.stderr[-3000:]
+    else:
+        assert restored["partition-0"] == 0, restored
+        assert "using the last commit's checkpoint" in run.stderr, run.stderr[-3000:]
+    assert restored["partition-1"] == 0, f"the undamaged task restored records: {restored}"
     state = dump_store(conf, "counts")
     lost, dup = state_diff(state, expected)
+    outcome = ("full restore" if DAMAGE[kind] == "full"
+               else "restored from the last commit's checkpoint")
     report(f"local state: {kind}", "then more input and a restart", lost, dup,
-           "full restore, exact" if lost == dup == 0 else "DIFF")
+           f"{outcome} ({restored['partition-0']} records), exact"
+           if lost == dup == 0 else "DIFF")
     assert state == dict(expected)
 
 

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import signal
+import sys
+import time
 
 from millpond import OutgoingMessageEnvelope, StreamTask
 
@@ -35,9 +38,26 @@ class SlowCounter(Counter):
         super().process(envelope, collector, coordinator)
         delay = float(os.environ.get("MILLPOND_TEST_DELAY", "0"))
         if delay:
-            import time
-
             time.sleep(delay)
+
+
+_paused = False  # once per process, whichever task instance reaches the offset
+
+
+class PausingCounter(SlowCounter):
+    """A slow counter whose process freezes itself (SIGSTOP) once, right after it processed
+    and emitted input offset ``MILLPOND_TEST_PAUSE_AT``: a pause at a known point in the
+    middle of a transaction, as a long GC pause or a suspended VM would make one."""
+
+    def process(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+        global _paused
+        super().process(envelope, collector, coordinator)
+        at = os.environ.get("MILLPOND_TEST_PAUSE_AT")
+        if at is not None and not _paused and envelope.offset == int(at):
+            _paused = True
+            time.sleep(1.0)  # the producer sends what the open transaction holds meanwhile
+            print(f"pausing at offset {envelope.offset}", file=sys.stderr, flush=True)
+            os.kill(os.getpid(), signal.SIGSTOP)
 
 
 class RecordingRestoreListener:
