@@ -120,9 +120,11 @@ class RunLoop:
         return now - self._at_end_since >= self.end_grace
 
     def commit(self, tasks: list[TaskInstance] | None = None) -> None:
-        """Commit ``tasks`` (default: all open) and restart the commit timer."""
+        """Commit ``tasks`` (default: all open, which restarts the commit timer; a commit a
+        task asked for does not, or a task asking often would hold the others' back)."""
         self._commit(tasks)
-        self.last_commit = time.monotonic()
+        if tasks is None:
+            self.last_commit = time.monotonic()
 
     def _dispatch(self, msgs: list[Message]) -> None:
         tasks = self.tasks
