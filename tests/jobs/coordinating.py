@@ -7,6 +7,8 @@ Config keys (read with ``context.config.get``):
 * ``commit.every.messages``: call ``coordinator.commit()`` after every N-th message;
 * ``shutdown.at.offset``: the input offset after which the task calls
   ``coordinator.shutdown()``;
+* ``commit.in.window``: ``true`` to call ``coordinator.commit()`` from ``window()`` when
+  messages were processed since the last window;
 * ``process.delay.s``: seconds to sleep per message (a slow task);
 * ``close.delay.s``: seconds ``close()`` sleeps, after logging ``closing slowly`` (a slow
   shutdown);
@@ -41,7 +43,8 @@ class CoordinatingCounter(Counter):
         self.shutdown_at = int(get("shutdown.at.offset") or -1)
         self.delay = float(get("process.delay.s") or 0)
         self.close_delay = float(get("close.delay.s") or 0)
-        self.seen = 0
+        self.commit_in_window = get("commit.in.window") == "true"
+        self.seen = self.seen_at_window = 0
 
     def process(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
         super().process(envelope, collector, coordinator)
@@ -54,6 +57,11 @@ class CoordinatingCounter(Counter):
             coordinator.shutdown()
         if self.delay:
             time.sleep(self.delay)
+
+    def window(self, collector, coordinator):  # type: ignore[no-untyped-def]
+        if self.commit_in_window and self.seen > self.seen_at_window:
+            self.seen_at_window = self.seen
+            coordinator.commit()
 
     def close(self) -> None:
         if self.close_delay:

@@ -89,6 +89,33 @@ def test_commit_commits_after_the_message_that_asked(
     assert dump_store(conf, "counts") == dict(expected)
 
 
+def test_commit_asked_in_window_commits_after_the_window(
+    kafka_bootstrap: str, topic_name: Callable[[str], str], tmp_path: Path
+) -> None:
+    """window() (every 300 ms) asks for a commit once messages came; with no more input
+    and task.commit.ms never firing, the commit still happens right after that window."""
+    source, name = topic_name("in"), topic_name("job")
+    create_topic(kafka_bootstrap, source, 1)
+    expected = produce_users(kafka_bootstrap, source, 50, 10, 1)
+    conf = write_properties(tmp_path / "job.properties", _job(
+        kafka_bootstrap, name, source, tmp_path / "s",
+        **{"task.commit.ms": NEVER_MS, "task.window.ms": 300, "commit.in.window": "true"}))
+    proc = start_job(conf)
+    out = OutputLines(proc)
+    try:
+        out.wait_for("the task ready", lambda ls: any(READY in x for x in ls))
+        committed = _wait_for_checkpoints(kafka_bootstrap, name, 0, 1, timeout=30)
+        assert committed == [{source: 50}], committed
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0, out.text()[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+    assert task_summaries(out.text()) == {0: (50, 2)}, out.text()[-3000:]
+    assert dump_store(conf, "counts") == dict(expected)
+
+
 def test_commit_asked_by_one_task_does_not_delay_the_others(
     kafka_bootstrap: str, topic_name: Callable[[str], str], tmp_path: Path
 ) -> None:
