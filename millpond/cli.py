@@ -72,12 +72,21 @@ override_option = click.option(
 def run(config_path: Path, overrides: tuple[str, ...], bounded: bool, log_level: str) -> None:
     """Run a job in the foreground until SIGTERM/SIGINT (or end of input with --bounded)."""
     import logging
+    import os
     import signal
 
-    # A signal during start-up (imports, config, topic checks) stops the job cleanly too.
+    # A signal during start-up (imports, config, topic checks) stops the job cleanly too;
+    # a second one exits at once, as it does once the job runs.
     early: list[int] = []
+
+    def during_start_up(signum: int, _frame: object) -> None:
+        if early:
+            os.write(2, b"second signal during start-up: exiting at once\n")
+            os._exit(128 + signum)
+        early.append(signum)
+
     for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda s, _f: early.append(s))
+        signal.signal(signum, during_start_up)
 
     from millpond.tasks.container import Container
 

@@ -8,9 +8,10 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
@@ -41,6 +42,15 @@ def produce_users(bootstrap: str, topic: str, n: int, users: int, partitions: in
             producer.poll(0)
     assert producer.flush(60) == 0
     return expected
+
+
+def user_sequence(n: int, users: int, partitions: int) -> dict[int, list[str]]:
+    """The users :func:`produce_users` sends, per partition in offset order."""
+    out: dict[int, list[str]] = {p: [] for p in range(partitions)}
+    for i in range(n):
+        user = f"user-{(i * 7919) % users}"
+        out[hash_partition(user, partitions)].append(user)
+    return out
 
 
 def hash_partition(user: str, partitions: int) -> int:
@@ -249,3 +259,74 @@ def count_output_diff(bootstrap: str, sink: str, expected: Counter[str],
     lost = len(wanted - set(seen))
     duplicated = sum(n - 1 for n in seen.values() if n > 1) + len(set(seen) - wanted)
     return lost, duplicated
+
+
+def checkpoint_records(bootstrap: str, job_name: str, job_id: str = "1",
+                       ) -> dict[int, list[tuple[float, dict[str, int]]]]:
+    """The job's committed checkpoint records per task partition, in the order they were
+    written: (unix time of the write in seconds, next input offsets)."""
+    out: dict[int, list[tuple[float, dict[str, int]]]] = {}
+    for msg in read_topic(bootstrap, f"__millpond_checkpoint_{job_name}_{job_id}"):
+        doc = json.loads(msg.value())
+        out.setdefault(msg.partition(), []).append((msg.timestamp()[1] / 1000, doc["inputs"]))
+    return out
+
+
+_SUMMARY = re.compile(r"task partition-(\d+): processed (\d+), skipped \d+, .*, (\d+) commits")
+
+
+def task_summaries(log: str) -> dict[int, tuple[int, int]]:
+    """partition -> (messages processed, commits) from the per-task summary lines
+    `millpond run` logs at shutdown (the last summary of a partition wins)."""
+    return {int(m[1]): (int(m[2]), int(m[3])) for m in _SUMMARY.finditer(log)}
+
+
+_ASSIGNED = re.compile(r"assigned partitions \[([0-9, ]*)\]")
+
+
+def assigned_partitions(lines: Iterable[str]) -> list[set[int]]:
+    """The partition sets of the ``assigned partitions [...]`` lines, in order."""
+    out = []
+    for line in lines:
+        m = _ASSIGNED.search(line)
+        if m:
+            out.append({int(p) for p in m[1].split(",") if p.strip()})
+    return out
+
+
+class OutputLines:
+    """Every line a process prints, read by a background thread as they come, so a test can
+    wait on its output with a bound and still look at all of it later (use ``proc.wait``,
+    not ``communicate``, with it)."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        self.lines: list[str] = []
+        self._closed = False
+        self._cond = threading.Condition()
+        threading.Thread(target=self._read, args=(proc.stdout,), daemon=True).start()
+
+    def _read(self, stream: Any) -> None:
+        for line in stream:
+            with self._cond:
+                self.lines.append(line)
+                self._cond.notify_all()
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    def wait_for(self, what: str, ok: Callable[[list[str]], bool], timeout: float = 60,
+                 ) -> list[str]:
+        """Wait until ``ok(lines so far)``; the lines so far. Fails naming ``what``."""
+        with self._cond:
+            self._cond.wait_for(lambda: self._closed or ok(self.lines), timeout)
+            lines = list(self.lines)
+        if not ok(lines):
+            raise AssertionError(f"{what}: not seen within {timeout} s:\n{''.join(lines[-30:])}")
+        return lines
+
+    def text(self, timeout: float = 30) -> str:
+        """Everything printed, once the process closed its output (bounded)."""
+        with self._cond:
+            self._cond.wait_for(lambda: self._closed, timeout)
+            return "".join(self.lines)

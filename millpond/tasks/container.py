@@ -161,7 +161,7 @@ class Container:
         self._signals += 1
         if self._signals > 1:
             log.warning("second signal: exiting at once (state is safe by the restore rules)")
-            os._exit(130)
+            os._exit(128 + signum)
         log.info("signal %d: finishing the current batch, committing and closing", signum)
         self.stop()
 

@@ -2,8 +2,9 @@
 
 One iteration: poll a batch from the group consumer (serving rebalance callbacks), spend
 a bounded slice of time opening tasks, hand each partition's messages to its task, call
-``window()`` on schedule, commit every ``task.commit.ms`` (or when a task asks), and end
-when asked to stop or, in bounded runs, when every input partition is at its end.
+``window()`` on schedule, commit every ``task.commit.ms`` (and a task that asks, after the
+message or the ``window()`` call that asked), and end when asked to stop or, in bounded
+runs, when every input partition is at its end.
 """
 
 from __future__ import annotations
@@ -99,6 +100,10 @@ class RunLoop:
                         self._task_failed(t, exc)
         if now - self.last_commit >= self.commit_every:
             self.commit()
+        else:  # commits asked for in window(): no message follows to carry them out
+            asked = [t for t in tasks.values() if t.coordinator.commit_requested]
+            if asked:
+                self.commit(asked)
         if any(t.coordinator.shutdown_requested for t in tasks.values()):
             self.stopping = True
         if self.bounded and self._bounded_end(now):
@@ -120,9 +125,11 @@ class RunLoop:
         return now - self._at_end_since >= self.end_grace
 
     def commit(self, tasks: list[TaskInstance] | None = None) -> None:
-        """Commit ``tasks`` (default: all open) and restart the commit timer."""
+        """Commit ``tasks`` (default: all open, which restarts the commit timer; a commit a
+        task asked for does not, or a task asking often would hold the others' back)."""
         self._commit(tasks)
-        self.last_commit = time.monotonic()
+        if tasks is None:
+            self.last_commit = time.monotonic()
 
     def _dispatch(self, msgs: list[Message]) -> None:
         tasks = self.tasks

@@ -13,6 +13,9 @@ import pytest
 from confluent_kafka import Producer
 
 from tests.kafka_util import (
+    OutputLines,
+    assigned_partitions,
+    checkpoint_records,
     counting_job,
     create_topic,
     dump_store,
@@ -21,51 +24,89 @@ from tests.kafka_util import (
     read_topic,
     run_job,
     start_job,
-    wait_for_line,
+    task_summaries,
     write_properties,
 )
 
 pytestmark = pytest.mark.kafka
 
+READY = " ready: restored"  # a task's "ready" log line
+
 
 def test_two_processes_scale_out_and_back(
     kafka_bootstrap: str, topic_name: Callable[[str], str], tmp_path: Path
 ) -> None:
-    """A second process joins halfway and is SIGTERMed later; counts stay exact."""
+    """A second process joins, both process and commit their own tasks side by side, then
+    the second is SIGTERMed and hands its tasks back; counts stay exact."""
     source = topic_name("in")
     create_topic(kafka_bootstrap, source, 4)
     expected = produce_users(kafka_bootstrap, source, 8000, 200, 4)
     name = topic_name("job")
-    base = counting_job(kafka_bootstrap, name, source, tmp_path / "a",
-                        **{"task.class": "tests.jobs.counting.SlowCounter"})
+    base = counting_job(kafka_bootstrap, name, source, tmp_path / "a", **{
+        "task.class": "tests.jobs.counting.SlowCounter",
+        "systems.kafka.consumer.heartbeat.interval.ms": 1000})  # quicker rebalances
     # Dynamic membership: a static member (group.instance.id) does not leave the group on
     # shutdown, so its partitions would only move after session.timeout.ms.
     del base["systems.kafka.consumer.group.instance.id"]
     a_conf = write_properties(tmp_path / "a.properties", base)
     b_conf = write_properties(tmp_path / "b.properties", {
         **base, "job.logged.store.base.dir": str(tmp_path / "b")})
-    slow = {"MILLPOND_TEST_DELAY": "0.001"}  # ~8 s of work for one process
+    slow = {"MILLPOND_TEST_DELAY": "0.001"}  # >= 8 s of work for one process
     a = start_job(a_conf, "--bounded", env=slow)
+    a_out = OutputLines(a)
     b = None
     try:
-        wait_for_line(a, "ready")
-        time.sleep(1.5)
+        a_out.wait_for("A's first task ready", lambda ls: any(READY in x for x in ls))
         b = start_job(b_conf, env=slow)
-        b_lines = wait_for_line(b, "ready")
-        assert any("assigned partitions" in line for line in b_lines)
-        time.sleep(1.5)
+        b_out = OutputLines(b)
+        b_parts = set().union(*assigned_partitions(b_out.wait_for(
+            "B assigned partitions", lambda ls: any(assigned_partitions(ls)))))
+        b_out.wait_for("B's tasks ready",
+                       lambda ls: sum(READY in x for x in ls) == len(b_parts))
+        both_up = time.time()
+        a_parts = {0, 1, 2, 3} - b_parts
+        assert a_parts and b_parts, b_parts
+        # Side by side: once both processes' tasks are ready, every task commits, and in
+        # each process some task commits at two different positions, so it processed
+        # input in between.
+        deadline = time.monotonic() + 60
+        while True:
+            moved = _committed_since(kafka_bootstrap, name, source, both_up)
+            if all(moved.get(p) for p in range(4)) and all(
+                    any(len(set(moved.get(p, []))) >= 2 for p in parts)
+                    for parts in (a_parts, b_parts)):
+                break
+            assert time.monotonic() < deadline, f"not both at work: {moved}"
+            time.sleep(0.3)
+        assert a.poll() is None and b.poll() is None, "both still running"
         b.send_signal(signal.SIGTERM)
-        b_out, _ = b.communicate(timeout=60)
-        assert b.returncode == 0, b_out
-        assert "revoking partitions" in b_out
-        a_out, _ = a.communicate(timeout=120)
-        assert a.returncode == 0, a_out
+        assert b.wait(timeout=60) == 0, b_out.text()[-3000:]
+        assert a.wait(timeout=120) == 0, a_out.text()[-3000:]
     finally:
         for proc in (a, b):
             if proc is not None and proc.poll() is None:
                 proc.kill()
+                proc.wait(timeout=30)
+    a_log, b_log = a_out.text(), b_out.text()
+    # B only ever had its share (committed periodically and at the end), and gave it back.
+    b_summary = task_summaries(b_log)
+    assert set(b_summary) == b_parts, b_log[-3000:]
+    assert all(done > 0 and commits >= 2 for done, commits in b_summary.values()), b_summary
+    assert [s for s in assigned_partitions(b_log.splitlines()) if s] == [b_parts]
+    assert f"revoking partitions {sorted(b_parts)}" in b_log
+    # A: all four, gave B's share away, got it back, ended with all four.
+    assert [s for s in assigned_partitions(a_log.splitlines()) if s] == [
+        {0, 1, 2, 3}, b_parts], a_log[-3000:]
+    assert set(task_summaries(a_log)) == {0, 1, 2, 3}
     # The partitions came back to A, which restored the tail B wrote; its stores hold it all.
-    assert dump_store(a_conf, "counts") == dict(expected), a_out[-3000:]
+    assert dump_store(a_conf, "counts") == dict(expected), a_log[-3000:]
+
+
+def _committed_since(bootstrap: str, job: str, source: str, since: float) -> dict[int, list[int]]:
+    """The committed next input offsets of each task's checkpoints written after unix time
+    ``since``, in order."""
+    return {p: [inputs[source] for at, inputs in records if at > since]
+            for p, records in checkpoint_records(bootstrap, job).items()}
 
 
 def _poison_input(bootstrap: str, topic: str) -> tuple[Counter[str], int]:
