@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
 from millpond.changelog.checkpoint import checkpoint_topic
@@ -63,6 +64,11 @@ def _set_cleanup_policy(admin: AdminClient, topic: str, policy: str) -> None:
         ConfigEntry("cleanup.policy", policy,
                     incremental_operation=AlterConfigOpType.SET)])
     admin.incremental_alter_configs([resource])[resource].result(timeout=TIMEOUT)
+    # The broker applies a topic config change asynchronously: wait (bounded) until it shows.
+    deadline = time.monotonic() + 30
+    while _topic_config(admin, topic)["cleanup.policy"] != policy:
+        assert time.monotonic() < deadline, f"{topic}: cleanup.policy={policy} not applied in 30 s"
+        time.sleep(0.2)
 
 
 def _truncate(admin: AdminClient, topic: str, partition: int, before: int) -> None:
@@ -71,8 +77,16 @@ def _truncate(admin: AdminClient, topic: str, partition: int, before: int) -> No
     ``compact,delete`` for the deletion and compacted again after it."""
     _set_cleanup_policy(admin, topic, "compact,delete")
     try:
-        [future] = admin.delete_records([TopicPartition(topic, partition, before)]).values()
-        assert future.result(timeout=TIMEOUT).low_watermark == before
+        deadline = time.monotonic() + 30
+        while True:  # the partition's log may take a moment longer to see the new policy
+            [future] = admin.delete_records([TopicPartition(topic, partition, before)]).values()
+            try:
+                assert future.result(timeout=TIMEOUT).low_watermark == before
+                break
+            except KafkaException:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
     finally:
         _set_cleanup_policy(admin, topic, "compact")
     assert _topic_config(admin, topic)["cleanup.policy"] == "compact"
