@@ -82,10 +82,10 @@ class TopicAdmin:
                 f"--add-config cleanup.policy=compact"
             )
 
-    def ensure_topic(self, topic: str, partitions: int, config: Mapping[str, str] | None = None) -> bool:
-        """Create a plain topic (outputs, dead letters) if it does not exist; True if created."""
+    def ensure_topic(self, topic: str, partitions: int, config: Mapping[str, str] | None = None) -> None:
+        """Create a plain topic (outputs, dead letters) if it does not exist."""
         if self.partition_count(topic) is not None:
-            return False
+            return
         rf = min(3, max(1, self.broker_count()))
         future = self.admin.create_topics([NewTopic(topic, partitions, rf, config=dict(config or {}))])[topic]
         try:
@@ -93,7 +93,6 @@ class TopicAdmin:
         except KafkaException as exc:
             if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise
-        return True
 
 
 class OutputTopics:
@@ -111,15 +110,13 @@ class OutputTopics:
         self.partitions = partitions
         self._bootstrap = bootstrap
         self._known: set[str] = set()
-        self.created: list[str] = []
 
     def ensure(self, topic: str) -> None:
         """Make sure ``topic`` exists (one metadata call per topic per process)."""
         if topic in self._known:
             return
         try:
-            if self._admin.ensure_topic(topic, self.partitions):
-                self.created.append(topic)
+            self._admin.ensure_topic(topic, self.partitions)
         except (KafkaException, ChangelogTopicError) as exc:
             raise OutputTopicError(
                 f"output topic {topic} does not exist and could not be created: {exc}. "
