@@ -4,13 +4,17 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install kafka-jars kafka-up kafka-down demo test test-fast faults lint bench bench-smoke clean
+.PHONY: install kafka-jars kafka-up kafka-down demo test test-faults test-cluster test-fast faults lint bench bench-smoke clean
 
-# Create the virtualenv and install millpond with its test and lint tools.
+# Create the virtualenv and install millpond with its test and lint tools. setuptools shows a
+# notice ("Editable installation ... folders in your working directory with the same name as
+# your package") on every editable install of a flat layout like ours, and pip >= 25 shows
+# build-backend warnings even with -q; it is information about setuptools' import hook, not a
+# problem to fix, so it is filtered.
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e ".[test,dev]"
+	PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip install -q -e ".[test,dev,spark,s3]"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -26,11 +30,22 @@ kafka-down: $(STAMP)
 	$(BIN)/millpond dev kafka stop
 
 demo: kafka-up
-	$(BIN)/python -m examples.demo
+	$(BIN)/python -m examples.demo $(DEMO_ARGS)
 
-# The whole suite against a real broker (the tests start a private one on free ports).
+# The suite against a real broker (the tests start a private one on free ports). The fault
+# suite and the Spark-cluster tests have their own targets (each run is kept under 20 min on
+# 2 cores); CI runs all three.
 test: kafka-jars
-	$(BIN)/pytest -q -ra
+	$(BIN)/pytest -q -ra --durations=15 -m "not cluster" --ignore=tests/faults
+
+# The fault suite's short versions (SIGKILLs, zombies, damage, bad input); `make faults` is
+# the long one.
+test-faults: kafka-jars
+	$(BIN)/pytest -q -ra --durations=10 tests/faults
+
+# The spark commands on a Spark standalone cluster (a master and two workers) via spark-submit.
+test-cluster: kafka-jars
+	$(BIN)/pytest -q -ra --durations=5 -m cluster tests/cluster
 
 test-fast: $(STAMP)
 	$(BIN)/pytest -q -m "not kafka and not spark"

@@ -5,13 +5,15 @@
 Workloads (``--only``, comma-separated or repeated): ``limits`` (raw confluent-kafka produce
 and consume on the benchmark input, and consume + orjson decode; raw rocksdict comes from the
 store micro-benchmark), ``count`` (per-user count into a changelogged RocksDB store: millpond
-at each guarantee, Quix Streams, Faust), ``skew`` (the same count on a Zipf-keyed topic, 2M
+at each guarantee, Quix Streams, Faust; and millpond effectively-once once more per round with
+the Prometheus reporter on and scraped every second: the reporter's cost), ``skew`` (the same count on a Zipf-keyed topic, 2M
 messages over 1M users with exponent 1.1: hot keys and a long tail; millpond and Quix Streams,
 with that topic's own consume and consume + decode ceilings), ``rss`` (peak RSS of the
 millpond count with defaults on a uniform topic over 1M users), ``restore`` (rebuild the
 count's state from its changelog: `millpond restore --full` and Quix Streams recovery),
 ``store`` (benchmarks/store_micro.py and the hot-key benchmarks/store_hot.py) and ``spark``
-(benchmarks/spark_rebuild.py, when present). Every figure is the median of the runs with min
+(benchmarks/spark_rebuild.py, and benchmarks/spark_bootstrap.py: bootstrap a store from 2M
+Parquet rows). Every figure is the median of the runs with min
 and max; every count and restore is checked against the exact reference; every run records
 the load average before it and the CPU steal during it.
 Writes ``results.json``, ``results.md`` and ``readme-table.md`` (the README's Benchmarks
@@ -47,16 +49,19 @@ from benchmarks.common import (
     venv_python,
 )
 
+# The count with the Prometheus reporter on (scraped every second), beside the same count without.
+METRICS_KEY = report.METRICS_KEY
 WORKLOADS = ("limits", "count", "skew", "rss", "restore", "store", "spark")
 ALL_SYSTEMS = ("millpond", "quix", "faust")
 
 FULL = {"messages": 2_000_000, "users": 100_000, "faust_messages": 30_000,
         "store_ops": 1_000_000, "hot_ops": 2_000_000, "spark_records": 500_000,
-        "large_records": 200_000, "restore_sizes": "2000000,4000000,8000000",
+        "spark_bootstrap_records": 2_000_000, "large_records": 200_000, "restore_sizes": "2000000,4000000,8000000",
         "skew_messages": 2_000_000, "skew_users": 1_000_000, "rss_messages": 2_000_000,
         "rss_users": 1_000_000}
 QUICK = {"messages": 20_000, "users": 2_000, "faust_messages": 5_000, "store_ops": 20_000,
-         "hot_ops": 20_000, "spark_records": 20_000, "large_records": 5_000,
+         "hot_ops": 20_000, "spark_records": 20_000, "spark_bootstrap_records": 20_000,
+         "large_records": 5_000,
          "restore_sizes": "5000,20000", "skew_messages": 20_000, "skew_users": 10_000,
          "rss_messages": 20_000, "rss_users": 10_000}
 
@@ -110,7 +115,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="changelog sizes (records, comma-separated) whose restores' peak RSS is "
                         "compared (default 2M,4M,8M; --quick 5k,20k; empty = skip)")
     p.add_argument("--spark-records", type=int,
-                   help="changelog records of the Spark rebuild (default 500k; --quick 20k)")
+                   help="changelog records of the Spark rebuild (default 500k; --quick 20k; "
+                        "0 = skip)")
+    p.add_argument("--spark-bootstrap-records", type=int,
+                   help="Parquet rows of the Spark bootstrap (default 2M; --quick 20k; 0 = skip)")
     p.add_argument("--spark-runs", type=int, help="runs of the Spark rebuild (default: --runs)")
     p.add_argument("--out-dir", type=Path, default=REPO / "benchmarks",
                    help="where results.json, results.md and readme-table.md go (default "
@@ -220,6 +228,7 @@ class Bench:
                      "quick": args.quick, "work_dir": str(self.work)},
             "limits": {}, "count": {}, "skew": {}, "rss": {}, "restore": {},
             "store_micro": None, "store_hot": None, "spark_rebuild": None,
+            "spark_bootstrap": None,
             "workload_conditions": {}, "problems": [],
         }
         self.topics: list[str] = []
@@ -345,6 +354,8 @@ class Bench:
                 if res.get("correct") and key == "quix at-least-once":
                     self.quix_restore_spec = res["spec"]
                 runs.setdefault(key, []).append(res)
+            if "millpond" in a.system_list:
+                runs.setdefault(METRICS_KEY, []).append(self._metrics_run(r))
             if faust and r < a.faust_runs:
                 assert self.faust_topic is not None
                 for system in ("faust", "millpond"):
@@ -368,6 +379,22 @@ class Bench:
                     self._say_run(key, res)
         self.results["count"] = {key: self._summarize_runs(rs) for key, rs in runs.items()}
         self._report_bad_runs("count", runs)
+
+    def _metrics_run(self, r: int) -> dict[str, Any]:
+        """Round ``r``'s effectively-once count once more, with the Prometheus reporter on
+        and scraped every second (its cost: the ratio to the same round's run without it)."""
+        a, ctx = self.args, self.ctx
+        assert self.input_topic is not None
+        say(f"count run {r + 1}/{a.runs}: {METRICS_KEY} on {a.messages:,} msgs "
+            f"(load {load_average()})")
+        try:
+            res = systems.millpond_count(ctx, self.input_topic, a.messages, "effectively-once",
+                                         f"m{r}", ctx.reference, metrics=True)
+        except Exception as exc:
+            res = {"system": "millpond", "guarantee": "effectively-once", "ok": False,
+                   "error": f"{exc!r}\n{traceback.format_exc()[-1500:]}"}
+        self._say_run(METRICS_KEY, res)
+        return res
 
     def _plan(self) -> list[tuple[str, str]]:
         """(system, guarantee) of one round of counts: millpond's three, then Quix's two."""
@@ -681,28 +708,36 @@ class Bench:
 
     def spark(self) -> None:
         a = self.args
+        if a.spark_records != 0:
+            self.results["spark_rebuild"] = self._spark_script(
+                "spark_rebuild", "rebuild", a.spark_records)
+        if a.spark_bootstrap_records != 0:
+            self.results["spark_bootstrap"] = self._spark_script(
+                "spark_bootstrap", "bootstrap", a.spark_bootstrap_records)
+
+    def _spark_script(self, module: str, what: str, records: int | None) -> dict[str, Any] | None:
+        """``--spark-runs`` runs of a Spark benchmark script; its figures summarized."""
+        a = self.args
         opts = {"--bootstrap": a.bootstrap}
-        if a.spark_records:
-            opts["--records"] = str(a.spark_records)
+        if records:
+            opts["--records"] = str(records)
         runs = []
         for r in range(a.spark_runs):
-            got = self._script("spark_rebuild", opts, timeout=1800)
+            got = self._script(module, opts, timeout=1800)
             if got is None:
                 break
             runs.append(got)
             rate = got["result"].get("records_per_second")
-            say(f"  spark rebuild run {r + 1}: {rate} records/s")
+            say(f"  spark {what} run {r + 1}: {rate} records/s")
         if not runs:
-            return
+            return None
         numbers: dict[str, list[float]] = {}
         for got in runs:
             for k, v in got["result"].items():
                 if isinstance(v, (int, float)) and not isinstance(v, bool):
                     numbers.setdefault(k, []).append(v)
-        self.results["spark_rebuild"] = {
-            "command": runs[0]["command"], "runs": [g["result"] for g in runs],
-            "figures": {k: summarize(v) for k, v in numbers.items()},
-        }
+        return {"command": runs[0]["command"], "runs": [g["result"] for g in runs],
+                "figures": {k: summarize(v) for k, v in numbers.items()}}
 
     # ---- driver --------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:

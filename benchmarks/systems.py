@@ -12,7 +12,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
+import threading
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -122,22 +125,65 @@ def large_restore_config(ctx: Ctx, name: str, partitions: int) -> Path:
     return config
 
 
+class Scraper(threading.Thread):
+    """GETs a job's /metrics every ``every`` seconds (as Prometheus would) until stopped."""
+
+    def __init__(self, url: str, every: float = 1.0) -> None:
+        super().__init__(daemon=True)
+        self.url, self.every = url, every
+        self.scrapes = 0
+        self.last_bytes = 0
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.is_set():
+            try:
+                with urllib.request.urlopen(self.url, timeout=5) as response:
+                    self.last_bytes = len(response.read())
+                self.scrapes += 1
+            except OSError:
+                pass  # not serving yet (start-up) or already gone
+            self.done.wait(self.every if self.scrapes else 0.1)
+
+    def stop(self) -> None:
+        self.done.set()
+        self.join(timeout=10)
+
+
 def millpond_count(ctx: Ctx, topic: str, messages: int, guarantee: str, tag: str,
-                   reference: dict[str, int]) -> dict[str, Any]:
+                   reference: dict[str, int], metrics: bool = False) -> dict[str, Any]:
+    """One verified ``millpond run --bounded`` count; ``metrics`` turns the Prometheus
+    reporter on and scrapes it every second while the job runs."""
     name = f"mpb-{ctx.salt}-{SHORT[guarantee]}-{tag}"
     run_dir = ctx.work / name
     run_dir.mkdir(parents=True, exist_ok=True)
     timing = run_dir / "timing.json"
     config = run_dir / "job.properties"
     props = millpond_props(ctx, name, topic, guarantee, run_dir / "state", timing)
+    scraper = None
+    if metrics:
+        port = free_port()
+        props.update({"metrics.reporters": "prometheus",
+                      "metrics.reporter.prometheus.port": port})
+        scraper = Scraper(f"http://127.0.0.1:{port}/metrics")
+        scraper.start()
     config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-    child = run_child([MILLPOND, "run", "--config", str(config), "--bounded"],
-                      timeout=ctx.timeout, logdir=run_dir, name="run")
+    try:
+        child = run_child([MILLPOND, "run", "--config", str(config), "--bounded"],
+                          timeout=ctx.timeout, logdir=run_dir, name="run")
+    finally:
+        if scraper is not None:
+            scraper.stop()
     result: dict[str, Any] = {"system": "millpond", "guarantee": guarantee, "job": name,
                               "config": str(config), "messages": messages}
+    if scraper is not None:
+        result["metrics"] = {"reporter": "prometheus", "scrape_every_s": scraper.every,
+                             "scrapes": scraper.scrapes, "last_scrape_bytes": scraper.last_bytes}
     result.update(_child_fields(child))
     if child.returncode != 0:
         return {**result, "ok": False, "error": f"exit {child.returncode}: {child.tail()}"}
+    if scraper is not None and not scraper.scrapes:
+        return {**result, "ok": False, "error": "the job's /metrics was never scraped"}
     marks = json.loads(timing.read_text()) if timing.exists() else {}
     result.update(_rates(messages, child.started, marks.get("first_message"), child.exited))
     result["end_of_stream_s"] = ((marks["end_of_stream"] - marks["first_message"])
@@ -183,6 +229,13 @@ def _child_fields(child: Child) -> dict[str, Any]:
     return {"returncode": child.returncode, "process_wall_s": child.wall_s,
             "cpu_s": child.cpu_s, "maxrss_mb": child.maxrss_mb, "timed_out": child.timed_out,
             "load_average_before": child.load_before, "cpu_steal_percent": child.steal_percent}
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 # ---- peers ---------------------------------------------------------------------------------

@@ -47,7 +47,8 @@ CONFIG = REPO / "config" / "hourly-page-views.properties"
 MILLPOND = str(Path(sys.executable).with_name("millpond"))
 EVENTS, USERS, HOURS, PARTITIONS, SEED = 60_000, 40, 8, 4, 7
 LOST_PARTITION = 2
-SHOWN = ("assigned partitions", "ready:", "status:", "re-wrote", "restor", "Traceback", "Error")
+SHOWN = ("assigned partitions", "ready:", "status:", "re-wrote", "restor", "Traceback", "Error",
+         "metrics at")
 
 
 STARTED: list[subprocess.Popen[str]] = []  # job processes, killed if the demo fails
@@ -64,6 +65,8 @@ class Settings:
     bootstrap: str = BOOTSTRAP
     state_dir: Path = REPO / "state"
     spark_audit: bool = True
+    metrics_port: int | None = None  # serve Prometheus metrics from the job on this port
+    metrics_host: str = "127.0.0.1"
 
 
 def shown(path: Path) -> Path:
@@ -129,10 +132,10 @@ def millpond(*args: str, timeout: float = 120, capture: bool = True
 
 
 def check_broker(bootstrap: str) -> None:
-    from confluent_kafka.admin import AdminClient
+    from millpond import clients
 
     try:
-        AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10)
+        clients.admin({"bootstrap.servers": bootstrap}).list_topics(timeout=10)
     except Exception as exc:
         raise DemoFailed(f"no Kafka broker at {bootstrap} ({exc}); start one with "
                          "`make kafka-up` or `millpond dev kafka start`") from None
@@ -155,9 +158,11 @@ def committed(config: list[str]) -> dict[str, int]:
 
 def read_outputs(bootstrap: str, topic: str) -> dict[str, int]:
     """The emitted hourly counts, deduplicated by key (copies of a key must agree)."""
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
+    from confluent_kafka import KafkaError, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"demo-read-{uuid.uuid4()}",
+    from millpond import clients
+
+    consumer = clients.consumer({"bootstrap.servers": bootstrap, "group.id": f"demo-read-{uuid.uuid4()}",
                          "enable.auto.commit": False, "enable.partition.eof": True})
     consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
     remaining, copies = set(range(PARTITIONS)), 0
@@ -242,9 +247,9 @@ def spark_audit(config: list[str]) -> str | None:
 
 
 def cleanup(bootstrap: str, run_id: str, state: Path) -> None:
-    from confluent_kafka.admin import AdminClient
+    from millpond import clients
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = clients.admin({"bootstrap.servers": bootstrap})
     topics = [t for t in admin.list_topics(timeout=10).topics if run_id in t]
     if topics:
         for future in admin.delete_topics(topics, operation_timeout=30).values():
@@ -270,6 +275,11 @@ def run(run_id: str, settings: Settings) -> str:
         f"job.logged.store.base.dir={settings.state_dir}",
         "task.commit.ms=500",
     )]
+    if settings.metrics_port is not None:
+        config += [f"--config-override={kv}" for kv in (
+            "metrics.reporters=prometheus",
+            f"metrics.reporter.prometheus.port={settings.metrics_port}",
+            f"metrics.reporter.prometheus.host={settings.metrics_host}")]
     state = settings.state_dir / job_name
 
     step(1, f"generating {EVENTS:,} page views of {USERS} users over {HOURS} h "
@@ -351,9 +361,16 @@ def parse_args(argv: Sequence[str] | None) -> Settings:
                         help="base directory of the job's stores (default state/)")
     parser.add_argument("--no-spark-audit", action="store_true",
                         help="skip the Spark audit of step 6")
+    parser.add_argument("--metrics-port", type=int, default=None,
+                        help="serve the job's Prometheus metrics on this port (docker/compose.yml "
+                             "scrapes 9404; 0 picks a free port)")
+    parser.add_argument("--metrics-host", default="127.0.0.1",
+                        help="address the metrics port listens on (0.0.0.0 for the Prometheus "
+                             "of docker/compose.yml; default 127.0.0.1)")
     args = parser.parse_args(argv)
     return Settings(bootstrap=args.bootstrap, state_dir=args.state_dir.resolve(),
-                    spark_audit=not args.no_spark_audit)
+                    spark_audit=not args.no_spark_audit, metrics_port=args.metrics_port,
+                    metrics_host=args.metrics_host)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

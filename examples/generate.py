@@ -201,9 +201,11 @@ def ad_events(seed: int = 4, impressions: int = 5_000, click_rate: float = 0.35,
 def create_topics(bootstrap: str, topics: dict[str, int], compacted: Iterable[str] = ()) -> None:
     """Create each topic with its partition count; an existing topic must have that count."""
     from confluent_kafka import KafkaError, KafkaException
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import NewTopic
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    from millpond import clients
+
+    admin = clients.admin({"bootstrap.servers": bootstrap})
     compact = set(compacted)
     futures = admin.create_topics([
         NewTopic(t, n, 1, config={"cleanup.policy": "compact"} if t in compact else {})
@@ -225,9 +227,9 @@ def produce(bootstrap: str, topic: str, records: Iterable[Record]) -> int:
     """Produce ``records`` to ``topic`` in order (idempotent: no reordering, no duplicates).
 
     Raises if any record was not delivered."""
-    from confluent_kafka import Producer
+    from millpond import clients
 
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
+    producer = clients.producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
                          "linger.ms": 20})
     failures: list[str] = []
 

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from millpond import __version__
+
+if TYPE_CHECKING:
+    from millpond.dev import DevServer
 
 
 class _Main(click.Group):
@@ -46,11 +49,12 @@ def _user_errors() -> tuple[type[Exception], ...]:
     """Exceptions that mean bad config, input or state: shown as one clear line, no traceback."""
     from millpond.changelog.errors import ChangelogError
     from millpond.config import ConfigError
+    from millpond.metrics.errors import MetricsError
     from millpond.serdes.errors import SerdeError
     from millpond.stores.errors import StoreError
     from millpond.tasks.errors import TaskError
 
-    return (ChangelogError, ConfigError, SerdeError, StoreError, TaskError)
+    return (ChangelogError, ConfigError, MetricsError, SerdeError, StoreError, TaskError)
 
 
 config_option = click.option(
@@ -141,9 +145,14 @@ def _fail(exc: Exception) -> click.ClickException:
 @click.option("--full", is_flag=True, help="Wipe local state first and replay the whole changelog.")
 @click.option("--from-local", is_flag=True,
               help="The other way round: re-seed emptied changelogs from the local stores.")
+@click.option("--from-backup", is_flag=True,
+              help="Wipe local state and start each store from its newest usable snapshot in "
+                   "job.state.backup.uri, then replay the changelog tail.")
 def restore(config_path: Path, overrides: tuple[str, ...], store: str | None,
-            partitions: tuple[int, ...], full: bool, from_local: bool) -> None:
+            partitions: tuple[int, ...], full: bool, from_local: bool,
+            from_backup: bool) -> None:
     """Rebuild local stores from their changelogs (the job must be stopped)."""
+    from millpond.backup.errors import BackupError
     from millpond.changelog.errors import ChangelogError
     from millpond.tasks import offline
 
@@ -159,15 +168,18 @@ def restore(config_path: Path, overrides: tuple[str, ...], store: str | None,
             click.echo(f"re-seeded changelog of {name} with {n} records from local state")
         return
     try:
-        results = offline.restore(job, store, list(partitions) or None, full, _ProgressListener())
-    except ChangelogError as exc:
+        results = offline.restore(job, store, list(partitions) or None, full,
+                                  _ProgressListener(), from_backup=from_backup)
+    except (ChangelogError, BackupError) as exc:
         raise _fail(exc) from exc
     click.echo(f"{'store':<20} {'part':>4} {'records':>10} {'bytes':>12} {'seconds':>8} "
                f"{'rec/s':>10} {'MB/s':>8}  mode")
     for r in results:
         click.echo(f"{r.store:<20} {r.partition:>4} {r.records:>10} {r.bytes:>12} "
                    f"{r.seconds:>8.2f} {r.records_per_s:>10.0f} {r.mb_per_s:>8.1f}  "
-                   f"{'full' if r.full else 'tail'}")
+                   f"{'full' if r.full else 'tail'}"
+                   + (f" after snapshot {r.snapshot} ({r.downloaded} bytes downloaded)"
+                      if r.snapshot else ""))
 
 
 @main.group()
@@ -256,6 +268,63 @@ def changelog_describe(config_path: Path, overrides: tuple[str, ...], store: str
                    f"{'-' if r.lag is None else r.lag:>8}")
 
 
+@main.command()
+@config_option
+@override_option
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table",
+              show_default=True, help="Output format (json: one object per task partition).")
+def status(config_path: Path, overrides: tuple[str, ...], fmt: str) -> None:
+    """Where a job stands, from Kafka alone (running or not), per task partition.
+
+    Shows the owning process (group member's client id and host), the input offsets the task
+    resumes from (its checkpoint), end offsets and lag, the last checkpoint's time and
+    changelog offsets, each changelog's end, and, when the job's state directory is on this
+    machine, whether each local store is clean, dirty or absent. Exits 1 if the job never ran.
+    """
+    import json
+
+    from millpond.tasks import status as job_status
+
+    group, rows = job_status.status(_job(config_path, overrides))
+    if fmt == "json":
+        click.echo(json.dumps({"group": group.group, "group_state": group.state,
+                               "members": group.members,
+                               "partitions": [r.to_json() for r in rows]}, indent=2))
+        return
+    for line in job_status.format_table(group, rows):
+        click.echo(line)
+
+
+@main.group()
+def topics() -> None:
+    """Create a job's topics."""
+
+
+@topics.command("create")
+@config_option
+@override_option
+@click.option("--partitions", type=click.IntRange(min=1), required=True,
+              help="Partitions of each topic created (one task per input partition).")
+@click.option("--output", "outputs", multiple=True, metavar="TOPIC",
+              help="Also create this output topic (repeatable; `kafka.` prefix optional).")
+@click.option("--replication-factor", type=click.IntRange(min=1), default=None,
+              help="Replication of each topic created [default: min(3, brokers)].")
+def topics_create(config_path: Path, overrides: tuple[str, ...], partitions: int,
+                  outputs: tuple[str, ...], replication_factor: int | None) -> None:
+    """Create the job's input topics (task.inputs) and each --output, if missing.
+
+    Idempotent: an existing topic is left alone and reported (with a warning if its
+    partition count differs). Exits 0 when every topic exists afterwards, 1 if one
+    could not be created.
+    """
+    from millpond.tasks import topics as job_topics
+
+    job = _job(config_path, overrides)
+    names = job_topics.job_topics(job.config, list(outputs))
+    for r in job_topics.create_topics(job.admin, names, partitions, replication_factor):
+        click.echo(r.describe(), err=r.mismatch)
+
+
 @main.group()
 def store() -> None:
     """Read a stopped job's local stores, decoded with their serdes (JSON lines)."""
@@ -322,9 +391,46 @@ def store_range(config_path: Path, overrides: tuple[str, ...], store_name: str, 
                               start=start, end=end))
 
 
+def _server_commands(group: click.Group, what: str, prints: str, timeout: float) -> None:
+    """Add ``start``, ``stop`` and ``status`` to a dev server's group (its ``ctx.obj`` is a
+    :class:`millpond.dev.DevServer`)."""
+
+    @group.command("start")
+    @click.option("--timeout", type=float, default=timeout, show_default=True,
+                  help=f"Seconds to wait for the {what} to be ready.")
+    @click.pass_obj
+    def start(server: DevServer, timeout: float) -> None:
+        from millpond.dev.errors import DevError
+
+        try:
+            click.echo(server.start(timeout=timeout, echo=lambda m: click.echo(m, err=True)))
+        except DevError as exc:
+            raise click.ClickException(str(exc)) from exc
+
+    start.help = f"Start the {what} (reusing a running one) and {prints}."
+
+    @group.command("stop")
+    @click.pass_obj
+    def stop(server: DevServer) -> None:
+        click.echo("stopped" if server.stop() else "not running")
+
+    stop.help = f"Stop the {what} if it runs."
+
+    @group.command("status")
+    @click.pass_obj
+    def status(server: DevServer) -> None:
+        running, line = server.status_line()
+        click.echo(line)
+        if not running:
+            sys.exit(1)
+
+    status.help = f"Print where the {what} runs; exit 1 if it does not."
+
+
 @main.group()
 def dev() -> None:
-    """Development tooling: a local Kafka broker without Docker."""
+    """Development tooling: a local Kafka broker, S3 server and Spark cluster, without
+    Docker."""
 
 
 @dev.group()
@@ -344,46 +450,43 @@ def kafka(ctx: click.Context, data_dir: Path | None, port: int | None) -> None:
     ctx.obj = LocalKafka(data_dir=data_dir, port=port, controller_port=controller)
 
 
-@kafka.command("start")
-@click.option("--timeout", type=float, default=90.0, show_default=True,
-              help="Seconds to wait for the broker to answer.")
-@click.pass_obj
-def kafka_start(broker: object, timeout: float) -> None:
-    """Start the broker (reusing a running one) and print its bootstrap address."""
-    from millpond.dev.errors import DevError
-    from millpond.dev.kafka import LocalKafka
-
-    assert isinstance(broker, LocalKafka)
-    try:
-        bootstrap = broker.start(timeout=timeout, echo=lambda m: click.echo(m, err=True))
-    except DevError as exc:
-        raise click.ClickException(str(exc)) from exc
-    click.echo(bootstrap)
+_server_commands(kafka, "broker", "print its bootstrap address", 90.0)
 
 
-@kafka.command("stop")
-@click.pass_obj
-def kafka_stop(broker: object) -> None:
-    """Stop the broker if it runs."""
-    from millpond.dev.kafka import LocalKafka
+@dev.group("s3")
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Buckets and state (default: ~/.cache/millpond/s3proxy-<version>/data).")
+@click.option("--port", type=int, default=None, help="Port on 127.0.0.1 (default 9000).")
+@click.pass_context
+def s3_dev(ctx: click.Context, data_dir: Path | None, port: int | None) -> None:
+    """An S3 API server (S3Proxy from Maven Central, filesystem backend) on 127.0.0.1."""
+    from millpond.dev.s3 import LocalS3
 
-    assert isinstance(broker, LocalKafka)
-    click.echo("stopped" if broker.stop() else "not running")
+    ctx.obj = LocalS3(data_dir=data_dir, port=port)
 
 
-@kafka.command("status")
-@click.pass_obj
-def kafka_status(broker: object) -> None:
-    """Print the bootstrap address if the broker runs; exit 1 if it does not."""
-    from millpond.dev.kafka import LocalKafka
+_server_commands(s3_dev, "server", "print its endpoint", 60.0)
 
-    assert isinstance(broker, LocalKafka)
-    status = broker.status()
-    if status.running:
-        click.echo(f"running pid={status.pid} bootstrap={status.bootstrap} data={status.data_dir}")
-    else:
-        click.echo(f"not running (bootstrap would be {status.bootstrap}, data={status.data_dir})")
-        sys.exit(1)
+
+@dev.group("spark")
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Cluster state and logs (default: ~/.cache/millpond/spark-cluster).")
+@click.option("--workers", type=int, default=2, show_default=True, help="Worker JVMs.")
+@click.option("--worker-memory", default="1g", show_default=True,
+              help="Memory each worker offers its executors.")
+@click.option("--port", type=int, default=None, help="Master port on 127.0.0.1 (default 7077).")
+@click.pass_context
+def spark_dev(ctx: click.Context, data_dir: Path | None, workers: int, worker_memory: str,
+              port: int | None) -> None:
+    """A Spark standalone cluster (a master and workers, each its own JVM) from the jars
+    the pyspark package ships, on 127.0.0.1."""
+    from millpond.dev.spark import LocalSparkCluster
+
+    ctx.obj = LocalSparkCluster(data_dir=data_dir, workers=workers, port=port,
+                                worker_memory=worker_memory)
+
+
+_server_commands(spark_dev, "cluster", "print its master URL", 120.0)
 
 
 def _mount_spark() -> None:
@@ -394,6 +497,16 @@ def _mount_spark() -> None:
 
 
 _mount_spark()
+
+
+def _mount_backup() -> None:
+    """``millpond backup ...``: state snapshots in job.state.backup.uri."""
+    from millpond.backup.cli import backup
+
+    main.add_command(backup)
+
+
+_mount_backup()
 
 if __name__ == "__main__":
     main()

@@ -6,8 +6,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from confluent_kafka.admin import ConfigResource, NewTopic
 
+from millpond import clients
 from millpond.changelog.errors import ChangelogTopicError, OutputTopicError
 from millpond.config import Config, StoreConfig
 
@@ -29,7 +30,7 @@ class TopicAdmin:
     """Creates and checks the topics a job needs, with errors that say how to fix them."""
 
     def __init__(self, client_config: Mapping[str, Any]) -> None:
-        self.admin = AdminClient(dict(client_config))
+        self.admin = clients.admin(client_config)
 
     def broker_count(self) -> int:
         return len(self.admin.list_topics(timeout=TIMEOUT).brokers)
@@ -81,6 +82,19 @@ class TopicAdmin:
                 f"kafka-configs --alter --entity-type topics --entity-name {topic} "
                 f"--add-config cleanup.policy=compact"
             )
+
+    def add_partitions(self, topic: str, total: int) -> None:
+        """Grow ``topic`` to ``total`` partitions (no-op if it has that many already)."""
+        from confluent_kafka.admin import NewPartitions
+
+        if (self.partition_count(topic) or 0) >= total:
+            return
+        future = self.admin.create_partitions([NewPartitions(topic, total)])[topic]
+        try:
+            future.result(timeout=TIMEOUT)
+        except KafkaException as exc:
+            raise ChangelogTopicError(f"could not grow topic {topic} to {total} partitions: "
+                                      f"{exc}") from exc
 
     def ensure_topic(self, topic: str, partitions: int, config: Mapping[str, str] | None = None) -> None:
         """Create a plain topic (outputs, dead letters) if it does not exist."""
@@ -139,7 +153,9 @@ def check_job_topics(
     for topic in inputs:
         n = admin.partition_count(topic)
         if n is None:
-            raise ChangelogTopicError(f"input topic {topic} (task.inputs) does not exist")
+            raise ChangelogTopicError(
+                f"input topic {topic} (task.inputs) does not exist; create it with "
+                "`millpond topics create --config <job.properties> --partitions N`")
         counts[topic] = n
     if len(set(counts.values())) != 1:
         raise ChangelogTopicError(

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE
+
 from millpond.changelog.errors import CheckpointError
 
 OFFSET_FILE = "OFFSET"
@@ -45,11 +47,22 @@ class Checkpoint:
     partition: int
     inputs: dict[str, int] = field(default_factory=dict)
     changelogs: dict[str, int] = field(default_factory=dict)  # store -> last written offset
+    # store -> side-input topic -> next offset (stores filled from side inputs)
+    side_inputs: dict[str, dict[str, int]] = field(default_factory=dict)
+    # store -> changelog topic, for stores whose changelog is not the configured one (a
+    # newer generation written by ``millpond spark rescale``); empty: the configured topics
+    topics: dict[str, str] = field(default_factory=dict)
+    # When it was written (the record's Kafka timestamp, ms) if read from the topic; not encoded.
+    timestamp_ms: int | None = field(default=None, compare=False)
 
     def to_bytes(self) -> bytes:
         """The checkpoint topic's value encoding (JSON)."""
-        doc = {"version": 1, "task": self.task, "partition": self.partition,
-               "inputs": self.inputs, "changelogs": self.changelogs}
+        doc: dict[str, Any] = {"version": 1, "task": self.task, "partition": self.partition,
+                               "inputs": self.inputs, "changelogs": self.changelogs}
+        if self.side_inputs:
+            doc["side_inputs"] = self.side_inputs
+        if self.topics:  # only when set, so checkpoints of jobs never rescaled read as before
+            doc["topics"] = self.topics
         return json.dumps(doc, sort_keys=True).encode()
 
     @classmethod
@@ -61,6 +74,9 @@ class Checkpoint:
                 task=str(doc["task"]), partition=int(doc["partition"]),
                 inputs={str(k): int(v) for k, v in doc.get("inputs", {}).items()},
                 changelogs={str(k): int(v) for k, v in doc.get("changelogs", {}).items()},
+                side_inputs={str(s): {str(t): int(o) for t, o in offsets.items()}
+                             for s, offsets in doc.get("side_inputs", {}).items()},
+                topics={str(k): str(v) for k, v in doc.get("topics", {}).items()},
             )
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise CheckpointError(f"{where}: not a millpond checkpoint ({exc}): {data[:200]!r}") from exc
@@ -141,6 +157,8 @@ def read_checkpoints(
                 if value is None:
                     latest.pop(key, None)
                 else:
-                    latest[key] = Checkpoint.from_bytes(
-                        value, f"{topic}[{p}]@{msg.offset()} (key {key})")
+                    ckpt = Checkpoint.from_bytes(value, f"{topic}[{p}]@{msg.offset()} (key {key})")
+                    kind, ts = msg.timestamp()
+                    ckpt.timestamp_ms = ts if kind != TIMESTAMP_NOT_AVAILABLE else None
+                    latest[key] = ckpt
     return latest

@@ -54,3 +54,7 @@ class TransactionAbortedError(ChangelogError):
     def __init__(self, message: str, unavailable: bool = False) -> None:
         super().__init__(message)
         self.unavailable = unavailable
+
+
+class GenerationError(ChangelogError):
+    """The tasks' checkpoints name different changelog topics (generations) for one store."""

@@ -33,7 +33,8 @@ class LoggedStore:
         self._on_dirty = on_dirty
         self.dirty = False  # written since the last commit
         self.unflushed = False  # written since the engine's last flush (not yet durable)
-        self.writes = 0
+        self.writes = 0  # changelog records sent (plain counters, read by metrics)
+        self.bytes = 0  # their key + value bytes
         self._engine_write = inner.write_batch
         # Reads pass through unchanged.
         self.get = inner.get
@@ -63,9 +64,12 @@ class LoggedStore:
         self.unflushed = True
         self._engine_write(items, True)  # disable_wal: see the module docstring
         send, topic, part = self.producer.send, self.topic, self.partition
+        size = 0
         for key, value in items:
             send(topic, part, key, value)
+            size += len(key) if value is None else len(key) + len(value)
         self.writes += len(items)
+        self.bytes += size
 
     def put(self, key: bytes, value: bytes) -> None:
         """Write one key (a batch of one)."""

@@ -18,8 +18,9 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from confluent_kafka import KafkaError, KafkaException, Message
 
+from millpond import clients
 from millpond.changelog.errors import DeliveryError, ProducerFencedError, TransactionAbortedError
 
 log = logging.getLogger(__name__)
@@ -55,12 +56,13 @@ class TrackedProducer:
         conf["error_cb"] = self._on_error
         self.transactional = "transactional.id" in conf
         self.name = str(conf.get("transactional.id", "producer"))
-        self._producer = Producer(conf)
+        self._producer = clients.producer(conf)
         self._errors: list[str] = []
         self._last: dict[tuple[str, int], int] = {}
         self.fatal: KafkaError | None = None
         self.sent = 0
         self.acked = 0
+        self.delivery_errors = 0  # records Kafka did not accept (each also stops the commit)
 
     # librdkafka callbacks: they must never raise (an exception escaping one surfaces later
     # as an unrelated SystemError), so each records what it saw and returns.
@@ -78,6 +80,7 @@ class TrackedProducer:
     def _on_delivery(self, err: KafkaError | None, msg: Message) -> None:
         try:
             if err is not None:
+                self.delivery_errors += 1
                 where = f"{msg.topic()}[{msg.partition()}]"
                 self._errors.append(f"{where} key={msg.key()!r}: {err.str()}")
                 return

@@ -3,14 +3,18 @@
 * :func:`observe` gathers the facts and changes nothing: the changelog's watermarks, the
   checkpointed offset, and the ``OFFSET`` files of the live directory and of the last
   commit's checkpoint directory (or why they could not be read).
-* :func:`plan_recovery` is pure: it picks the local copy to start from (the live directory
-  if its ``OFFSET`` says it is clean; else the last commit's checkpoint; else nothing), the
+* :func:`plan_recovery` is pure: it picks the copy to start from (the live directory
+  if its ``OFFSET`` says it is clean; else the last commit's checkpoint; else the newest
+  remote snapshot consistent with the checkpoint, see :mod:`millpond.changelog.snapshots`;
+  else nothing), the
   changelog range to replay, whether to trim, and the warnings; or it raises
   :class:`ChangelogLostError`. Any doubt (a local offset outside the changelog's range, a
   corrupt ``OFFSET``, a local store ahead of the restore target) means a full restore with
   a warning, never wrong state.
-* :func:`carry_out` does it: replace or wipe the directory, open the engine (a store that
-  cannot be opened is wiped and restored in full), replay in steps, trim, write ``OFFSET``.
+* :func:`carry_out` does it: replace or wipe the directory (or download a snapshot into it,
+  falling back to the next older one, then to nothing, when one fails verification), open
+  the engine (a store that cannot be opened is wiped and restored in full), replay in
+  steps, trim, write ``OFFSET``.
 
 :func:`recover_store_steps` and :func:`recover_store` chain the three.
 """
@@ -18,6 +22,7 @@
 from __future__ import annotations
 
 import logging
+import time
 import warnings
 from collections.abc import Callable, Generator
 from contextlib import closing
@@ -48,6 +53,7 @@ from millpond.changelog.restore import (
     run_steps,
     watermarks,
 )
+from millpond.changelog.snapshots import RemoteSnapshots, SnapshotRef
 
 log = logging.getLogger(__name__)
 
@@ -128,15 +134,38 @@ class Observation:
     high: int  # its end (the LSO for read_committed consumers)
     checkpointed: int | None  # the store's offset in the job's last checkpoint; None if none
     local: LocalState | None  # None for in-memory engines (no directory)
+    remote: tuple[SnapshotRef, ...] = ()  # remote snapshots, newest first (if consulted)
+    remote_error: str | None = None  # why the remote snapshots could not be listed
+
+
+def restore_end(guarantee: Guarantee, checkpointed: int | None, low: int, high: int) -> int:
+    """The offset replay stops before: past the checkpoint (effectively-/exactly-once) or
+    the changelog's end (at-least-once)."""
+    if guarantee.restores_to_checkpoint:
+        return (checkpointed + 1) if checkpointed is not None else low
+    return high
 
 
 def observe(
     where: StorePartition, guarantee: Guarantee, checkpointed: int | None, consumer: Consumer,
+    remote: RemoteSnapshots | None = None,
 ) -> Observation:
-    """Read watermarks and ``OFFSET`` files: the facts :func:`plan_recovery` needs."""
+    """Read watermarks and ``OFFSET`` files: the facts :func:`plan_recovery` needs. The
+    remote snapshots are listed only when no local copy is usable (a lost store)."""
     low, high = watermarks(consumer, where.topic, where.partition)
     state = LocalState.read(where.live) if where.live is not None else None
-    return Observation(where, guarantee, low, high, checkpointed, state)
+    if remote is None or state is None:
+        return Observation(where, guarantee, low, high, checkpointed, state)
+    _, offset, _ = choose_local_copy(state, where.topic, where.partition)
+    end = restore_end(guarantee, checkpointed, low, high)
+    if offset is not None and offset + 1 <= end and (offset == NO_OFFSET or offset + 1 >= low):
+        return Observation(where, guarantee, low, high, checkpointed, state)
+    try:
+        refs = tuple(remote.snapshots(where.store, where.partition))
+    except Exception as exc:  # an unreachable object store must not stop a restore
+        return Observation(where, guarantee, low, high, checkpointed, state,
+                           remote_error=f"{type(exc).__name__}: {exc}")
+    return Observation(where, guarantee, low, high, checkpointed, state, refs)
 
 
 # -- plan -------------------------------------------------------------------------------------
@@ -147,7 +176,7 @@ class LocalCopy(StrEnum):
 
     LIVE = "live"  # the live directory as it is: its OFFSET says it is clean
     CHECKPOINT = "checkpoint"  # the last commit's RocksDB checkpoint, copied over the live dir
-    # A remote snapshot (object store) would come here, between CHECKPOINT and NOTHING.
+    REMOTE = "remote"  # a remote snapshot (object store), downloaded into the live dir
     NOTHING = "nothing"  # an empty store (the live directory, if any, is wiped): full restore
 
 
@@ -161,6 +190,8 @@ class RecoveryPlan:
     trim_end: int | None  # effectively-once: re-write every key written in [end, trim_end)
     low: int  # the changelog's first offset, where a fallback full restore begins
     warnings: tuple[str, ...] = ()
+    snapshots: tuple[SnapshotRef, ...] = ()  # REMOTE: usable snapshots, newest first
+
 
     @property
     def full(self) -> bool:
@@ -174,7 +205,12 @@ class RecoveryPlan:
 
     def as_full_restore(self) -> RecoveryPlan:
         """This plan starting from nothing (for a local copy that turns out unusable)."""
-        return replace(self, copy=LocalCopy.NOTHING, begin=self.low)
+        return replace(self, copy=LocalCopy.NOTHING, begin=self.low, snapshots=())
+
+    def from_snapshot(self, ref: SnapshotRef) -> RecoveryPlan:
+        """This plan starting from remote snapshot ``ref`` (one of ``snapshots``)."""
+        return replace(self, copy=LocalCopy.REMOTE, begin=max(ref.offset + 1, self.low),
+                       snapshots=(ref,))
 
 
 def choose_local_copy(
@@ -224,10 +260,7 @@ def plan_recovery(obs: Observation) -> RecoveryPlan:
             f"the local store is intact, re-seed the changelog with "
             f"`millpond restore --from-local`."
         )
-    if obs.guarantee.restores_to_checkpoint:
-        end = (obs.checkpointed + 1) if obs.checkpointed is not None else low
-    else:
-        end = high  # LSO for read_committed consumers
+    end = restore_end(obs.guarantee, obs.checkpointed, low, high)  # high: the LSO
     trim_end = high if obs.guarantee.restores_to_checkpoint and high > end else None
 
     copy, offset, warned = (choose_local_copy(obs.local, where.topic, where.partition)
@@ -243,7 +276,44 @@ def plan_recovery(obs: Observation) -> RecoveryPlan:
                           f"now starts at {low}; doing a full restore")
             copy, offset = LocalCopy.NOTHING, None
     begin = low if offset is None else max(offset + 1, low)
-    return RecoveryPlan(copy, begin, end, trim_end, low, tuple(warned))
+    plan = RecoveryPlan(copy, begin, end, trim_end, low, tuple(warned))
+    if copy is LocalCopy.NOTHING and where.live is not None:
+        usable, skipped = usable_snapshots(obs, end)
+        warned.extend(skipped)
+        plan = replace(plan, warnings=tuple(warned))
+        if usable:
+            # begin as from the newest; carry_out falls back to the older ones in order
+            plan = replace(plan.from_snapshot(usable[0]), snapshots=usable)
+    return plan
+
+
+def usable_snapshots(obs: Observation, end: int) -> tuple[tuple[SnapshotRef, ...], list[str]]:
+    """The remote snapshots a store may start from, newest first: of its changelog
+    partition, not beyond the restore target ``end - 1`` (a snapshot newer than the
+    checkpoint holds writes the checkpoint does not), and inside the changelog's range.
+    With warnings for the ones left out and for an unreachable remote. Pure."""
+    where = obs.where
+    warned: list[str] = []
+    if obs.remote_error is not None:
+        warned.append(f"backups of store {where.store} partition {where.partition} could not "
+                      f"be listed ({obs.remote_error}); restoring from the changelog")
+    usable: list[SnapshotRef] = []
+    for ref in obs.remote:
+        if (ref.topic, ref.partition) != (where.topic, where.partition):
+            warned.append(f"snapshot {ref.id} of store {where.store} is of "
+                          f"{ref.topic}[{ref.partition}], not {where.topic}[{where.partition}]"
+                          "; not used")
+        elif ref.offset + 1 > end:
+            warned.append(f"snapshot {ref.id} of store {where.store} partition "
+                          f"{where.partition} is at changelog offset {ref.offset}, beyond the "
+                          f"restore target {end - 1}; not used")
+        elif ref.offset != NO_OFFSET and ref.offset + 1 < obs.low:
+            warned.append(f"snapshot {ref.id} of store {where.store} partition "
+                          f"{where.partition} is at changelog offset {ref.offset} but "
+                          f"{where.topic}[{where.partition}] now starts at {obs.low}; not used")
+        else:
+            usable.append(ref)
+    return tuple(usable), warned
 
 
 # -- act --------------------------------------------------------------------------------------
@@ -253,9 +323,37 @@ def prepare_local_copy(live: Path, copy: LocalCopy) -> bool:
     """Make ``live`` hold ``copy``; False if the checkpoint to copy has gone."""
     if copy is LocalCopy.CHECKPOINT:
         return local.replace_with_checkpoint(live)
-    if copy is LocalCopy.NOTHING:
+    if copy in (LocalCopy.NOTHING, LocalCopy.REMOTE):
         local.wipe(live)
     return True
+
+
+def fetch_snapshot(where: StorePartition, plan: RecoveryPlan,
+                   remote: RemoteSnapshots | None) -> tuple[RecoveryPlan, int]:
+    """Download the newest of ``plan.snapshots`` that verifies into the (wiped) live
+    directory; each bad one is skipped with a warning for the next older one. Returns the
+    plan from the snapshot used (or a full restore) and the bytes downloaded."""
+    assert where.live is not None
+    for ref in plan.snapshots if remote is not None else ():
+        assert remote is not None
+        began = time.monotonic()
+        local.wipe(where.live)
+        try:
+            size = remote.fetch(ref, where.live)
+        except Exception as exc:  # corrupt, missing or unreachable: try the next older one
+            _warn(f"snapshot {ref.id} of store {where.store} partition {where.partition} "
+                  f"cannot be used ({type(exc).__name__}: {exc}); trying the next older "
+                  "snapshot or the changelog")
+            continue
+        log.info("store %s %s[%d]: downloaded snapshot %s (changelog offset %d), %d bytes in "
+                 "%.1fs", where.store, where.topic, where.partition, ref.id, ref.offset, size,
+                 time.monotonic() - began)
+        return plan.from_snapshot(ref), size
+    if plan.snapshots:
+        _warn(f"no snapshot of store {where.store} partition {where.partition} could be "
+              "used; doing a full restore from the changelog")
+    local.wipe(where.live)
+    return plan.as_full_restore(), 0
 
 
 def carry_out(
@@ -266,6 +364,7 @@ def carry_out(
     consumer: Consumer,
     producer: TrackedProducer | None,
     listener: RestoreListener | None = None,
+    remote: RemoteSnapshots | None = None,
 ) -> Generator[RestoreStats, None, tuple[Any, RecoveryResult]]:
     """Do ``plan``, yielding the restore's stats after each replayed batch (and during the
     trim); returns ``(engine, result)`` as ``StopIteration.value``.
@@ -280,8 +379,11 @@ def carry_out(
     for message in plan.warnings:
         _warn(message)
     live = where.live
+    downloaded = 0
     if live is not None:
-        if not prepare_local_copy(live, plan.copy):
+        if plan.copy is LocalCopy.REMOTE:
+            plan, downloaded = fetch_snapshot(where, plan, remote)
+        elif not prepare_local_copy(live, plan.copy):
             _warn(f"the checkpoint of local store {live} disappeared; doing a full restore")
             plan = plan.as_full_restore()
             prepare_local_copy(live, plan.copy)
@@ -299,7 +401,8 @@ def carry_out(
         engine = open_engine()
     try:
         stats = RestoreStats(where.store, where.topic, where.partition, plan.begin, plan.end,
-                             full=plan.full)
+                             full=plan.full, downloaded=downloaded,
+                             snapshot=plan.snapshots[0].id if plan.snapshots else None)
         yield from restore_steps(engine, consumer, stats, listener)
         trimmed = 0
         if plan.trim_end is not None:
@@ -371,6 +474,7 @@ def recover_store(
     consumer: Consumer,
     producer: TrackedProducer | None,
     listener: RestoreListener | None = None,
+    remote: RemoteSnapshots | None = None,
 ) -> tuple[Any, RecoveryResult]:
     """Open the engine of ``store`` and bring it to the state the guarantee requires.
 
@@ -381,7 +485,7 @@ def recover_store(
     return run_steps(recover_store_steps(
         store=store, live=live, open_engine=open_engine, topic=topic, partition=partition,
         guarantee=guarantee, checkpointed=checkpointed, consumer=consumer, producer=producer,
-        listener=listener))
+        listener=listener, remote=remote))
 
 
 def recover_store_steps(
@@ -396,12 +500,13 @@ def recover_store_steps(
     consumer: Consumer,
     producer: TrackedProducer | None,
     listener: RestoreListener | None = None,
+    remote: RemoteSnapshots | None = None,
 ) -> Generator[RestoreStats, None, tuple[Any, RecoveryResult]]:
     """:func:`recover_store` in steps: observe, plan, then :func:`carry_out` (which yields
     after each restored batch and during the trim); returns ``(engine, result)`` as
     ``StopIteration.value``. Closing it early closes the engine and unassigns ``consumer``.
     """
     where = StorePartition(store, topic, partition, live)
-    plan = plan_recovery(observe(where, guarantee, checkpointed, consumer))
+    plan = plan_recovery(observe(where, guarantee, checkpointed, consumer, remote))
     return (yield from carry_out(where, plan, open_engine=open_engine, consumer=consumer,
-                                 producer=producer, listener=listener))
+                                 producer=producer, listener=listener, remote=remote))

@@ -19,6 +19,7 @@ from typing import Any, Protocol, TypeVar
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
+from millpond import clients
 from millpond.changelog.errors import ChangelogError
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,15 @@ class RestoreStats:
     bytes: int = 0
     seconds: float = 0.0
     full: bool = False
+    downloaded: int = 0  # bytes of the remote snapshot the store started from
+    snapshot: str | None = None  # its id, if it started from one
+    position: int = -1  # next offset to read (end_offset once done); -1 before it starts
+
+    @property
+    def remaining(self) -> int:
+        """Offsets left to read (compaction gaps included), for progress reports."""
+        start = self.start_offset if self.position < 0 else self.position
+        return max(0, self.end_offset - start)
 
     @property
     def records_per_s(self) -> float:
@@ -92,7 +102,7 @@ def restore_consumer(base: Mapping[str, Any], isolation: str) -> Consumer:
     }
     conf.update(base)
     conf["isolation.level"] = isolation
-    return Consumer(conf)
+    return clients.consumer(conf)
 
 
 # Errors a partition's leader gives while it moves or right after its topic was created.
@@ -191,6 +201,7 @@ def restore_steps(
     was written is not durable and no ``OFFSET`` describes it.
     """
     listener = listener or NullListener()
+    stats.position = stats.start_offset
     listener.on_restore_start(stats)
     began = last_log = time.monotonic()
     total = max(0, stats.end_offset - stats.start_offset)
@@ -203,6 +214,7 @@ def restore_steps(
             values = list(map(Message.value, batch))
             write_batch(list(zip(keys, values, strict=True)), disable_wal=True)
             stats.records += len(keys)
+            stats.position = batch[-1].offset() + 1  # type: ignore[operator]
             stats.bytes += sum(map(len, keys)) + sum(map(len, filter(None, values)))  # type: ignore[arg-type]
             listener.on_batch_restored(stats)
             now = time.monotonic()
@@ -214,6 +226,7 @@ def restore_steps(
             yield stats
     engine.flush()
     stats.seconds = time.monotonic() - began
+    stats.position = max(stats.position, stats.end_offset)
     listener.on_restore_end(stats)
     return stats
 

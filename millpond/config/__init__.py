@@ -1,5 +1,6 @@
 """Job configuration: Java ``.properties`` files with Samza's keys, as typed, located views."""
 
+from millpond.config.backup import BackupConfig
 from millpond.config.errors import ConfigError, ConfigWarning
 from millpond.config.job import PROCESSING_GUARANTEES, JobConfig
 from millpond.config.loader import Config
@@ -11,6 +12,7 @@ from millpond.config.values import StreamRef
 
 __all__ = [
     "BUILTIN_SERDES",
+    "BackupConfig",
     "PROCESSING_GUARANTEES",
     "Config",
     "ConfigError",

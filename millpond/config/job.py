@@ -5,17 +5,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from millpond.config.errors import ConfigError
 from millpond.config.properties import Properties
 from millpond.config.values import (
     StreamRef,
+    describe,
     error,
     get_bool,
     get_choice,
     get_int,
     get_stream,
+    missing,
     parse_stream,
 )
+from millpond.partitioner import ALIASES, DEFAULT_PARTITIONER, PARTITIONERS, canonical
 
 PROCESSING_GUARANTEES = ("at-least-once", "effectively-once", "exactly-once")
 DEFAULT_SYSTEM = "kafka"
@@ -36,15 +38,19 @@ class JobConfig:
     changelog_system: str = DEFAULT_SYSTEM
     drop_deserialization_errors: bool = False
     dlq_stream: StreamRef | None = None
+    partitioner: str = DEFAULT_PARTITIONER  # key -> input partition, see millpond.partitioner
 
 
 def parse_job(props: Properties) -> JobConfig:
-    """Read the job settings; ``job.name`` is required."""
-    if "job.name" not in props:
-        raise ConfigError("is required: every job needs a name", key="job.name")
-    name = props["job.name"].strip()
+    """Read the job settings; ``job.name`` (or Samza's ``app.name``) is required, and a
+    high-level application (``app.class`` without ``task.class``) is refused."""
+    _refuse_high_level_app(props)
+    name_key = "job.name" if "job.name" in props or "app.name" not in props else "app.name"
+    name = props.get(name_key, "").strip()
     if not name:
-        raise error(props, "job.name", "must not be empty")
+        raise missing(props, "job.name", "every job needs a name (its consumer group is "
+                      "<job.name>-<job.id>)", "job.name=page-view-counter")
+    id_key = "job.id" if "job.id" in props or "app.id" not in props else "app.id"
     inputs = [
         parse_stream(props, "task.inputs", item, DEFAULT_SYSTEM)
         for item in props.get("task.inputs", "").split(",")
@@ -53,7 +59,7 @@ def parse_job(props: Properties) -> JobConfig:
     base_dir = props.get("job.logged.store.base.dir", "").strip()
     return JobConfig(
         name=name,
-        id=props.get("job.id", "1").strip() or "1",
+        id=props.get(id_key, "1").strip() or "1",
         task_class=props.get("task.class", "").strip() or None,
         inputs=inputs,
         window_ms=get_int(props, "task.window.ms", -1),
@@ -65,5 +71,39 @@ def parse_job(props: Properties) -> JobConfig:
         changelog_system=props.get("job.changelog.system", "").strip() or DEFAULT_SYSTEM,
         drop_deserialization_errors=get_bool(props, "task.drop.deserialization.errors", False),
         dlq_stream=get_stream(props, "task.dlq.stream", DEFAULT_SYSTEM),
+        partitioner=_partitioner(props),
     )
+
+
+PRODUCER_PARTITIONER = f"systems.{DEFAULT_SYSTEM}.producer.partitioner"
+
+
+def _partitioner(props: Properties) -> str:
+    """``job.partitioner`` (default murmur2, Kafka's Java default). A librdkafka
+    ``producer.partitioner`` set alone decides it when it names one of the same functions;
+    set both, they must agree."""
+    names = [*PARTITIONERS, *ALIASES]
+    producer = props.get(PRODUCER_PARTITIONER, "").strip()
+    if "job.partitioner" not in props:
+        return canonical(producer) if producer in names else DEFAULT_PARTITIONER
+    name = canonical(get_choice(props, "job.partitioner", DEFAULT_PARTITIONER, names))
+    if producer and (producer not in names or canonical(producer) != name):
+        raise error(props, PRODUCER_PARTITIONER,
+                    f"{producer!r} places keys differently from job.partitioner={name} "
+                    f"(at {describe(props, 'job.partitioner')}); set one of them, or both alike")
+    return name
+
+
+def _refuse_high_level_app(props: Properties) -> None:
+    """One clear line for a Samza high-level (or TaskApplication) config: millpond runs
+    low-level StreamTask classes, named by task.class."""
+    app = props.get("app.class", "").strip()
+    if app and not props.get("task.class", "").strip():
+        raise error(
+            props, "app.class",
+            f"{app} is a Samza application class; millpond runs low-level StreamTask jobs "
+            "only: write the logic as a millpond.StreamTask subclass and set "
+            "task.class=<package.module.Class> and task.inputs=kafka.<topic>[,...] "
+            "instead of app.class",
+        )
 

@@ -7,13 +7,15 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from millpond.config.backup import BackupConfig, parse_backup
 from millpond.config.errors import ConfigError
 from millpond.config.job import JobConfig, parse_job
 from millpond.config.properties import Properties, load_properties
+from millpond.config.samza_keys import check_refused, log_ignored, unresolved_ok
 from millpond.config.serdes import SerdeSpec, resolve_serde
 from millpond.config.stores import StoreConfig, parse_stores
 from millpond.config.systems import SystemConfig, parse_systems
-from millpond.config.values import StreamRef, describe, where
+from millpond.config.values import StreamRef, describe, missing, where
 
 OVERRIDE = "override"
 _ENV_REF = re.compile(r"\$\{([^}]+)\}")
@@ -24,12 +26,15 @@ class Config:
 
     def __init__(self, props: Properties) -> None:
         self.properties = props
+        check_refused(props)
         self.job: JobConfig = parse_job(props)
         self.systems: dict[str, SystemConfig] = parse_systems(props)
         default_changelog = (f"{self.job.name}-{self.job.id}-{{store}}-changelog"
                              if props.get("job.changelog.system", "").strip() else None)
         self.stores: dict[str, StoreConfig] = parse_stores(
             props, self.job.changelog_system, default_changelog)
+        self.ignored: list[str] = log_ignored(props)  # Samza keys millpond does not use
+        self.backup: BackupConfig | None = parse_backup(props)
 
     @classmethod
     def from_properties(cls, props: Properties) -> Config:
@@ -64,8 +69,24 @@ class Config:
         return self.properties.get(key, default)
 
     def location(self, key: str) -> str:
-        """``file:line``, ``override`` or ``<default>`` (not set) for ``key``."""
+        """``file:line`` or ``override`` for ``key``; the config file when it is not set."""
         return describe(self.properties, key)
+
+    def missing(self, key: str, why: str, example: str) -> ConfigError:
+        """The error for a required ``key`` that is unset or empty: names the file (and the
+        line when the key is there but empty), why it is needed and an example line."""
+        return missing(self.properties, key, why, example)
+
+    def bootstrap_servers(self, system: str = "kafka") -> str:
+        """``systems.<system>.bootstrap.servers`` (or the consumer's / producer's); a clear
+        ConfigError naming the file and an example line when none is set."""
+        found = self.systems.get(system)
+        if found is None or not found.bootstrap_servers:
+            raise self.missing(
+                f"systems.{system}.bootstrap.servers",
+                f"the Kafka brokers of system {system!r} (or set systems.{system}.consumer."
+                "bootstrap.servers)", f"systems.{system}.bootstrap.servers=localhost:9092")
+        return found.bootstrap_servers
 
     def serde_spec(self, name: str, key: str | None = None) -> SerdeSpec:
         """Resolve serde ``name`` referenced by config ``key``; unknown -> ConfigError at ``key``."""
@@ -78,7 +99,11 @@ class Config:
 
 
 def substitute_env(props: Properties, env: Mapping[str, str]) -> Properties:
-    """A copy of ``props`` with every ``${NAME}`` in values replaced from ``env``."""
+    """A copy of ``props`` with every ``${NAME}`` in values replaced from ``env``.
+
+    An unset variable is an error naming the key, file and line, except in a key millpond
+    ignores (e.g. ``yarn.package.path=file://${basedir}/...``): that value stays as written.
+    """
     result = props.copy()
     for key, value in props.items():
         if "${" not in value:
@@ -87,6 +112,8 @@ def substitute_env(props: Properties, env: Mapping[str, str]) -> Properties:
         def lookup(match: re.Match[str], key: str = key) -> str:
             name = match[1]
             if name not in env:
+                if unresolved_ok(key, props):
+                    return match[0]
                 file, line = where(props, key)
                 raise ConfigError(
                     f"environment variable {name} is not set (used as ${{{name}}})",

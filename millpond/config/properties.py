@@ -25,11 +25,14 @@ class Properties(Mapping[str, str]):
     """String keys and values plus, for each key, the ``(file, line)`` it was set at.
 
     Line 0 means the value did not come from a file line (e.g. a command-line override).
+    ``source`` names the file (or text) the properties were read from: errors about a key
+    that is missing altogether point at it.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, source: str | None = None) -> None:
         self._values: dict[str, str] = {}
         self._locations: dict[str, tuple[str, int]] = {}
+        self.source = source
 
     def __getitem__(self, key: str) -> str:
         return self._values[key]
@@ -53,7 +56,7 @@ class Properties(Mapping[str, str]):
         return self._locations.get(key)
 
     def copy(self) -> Properties:
-        new = Properties()
+        new = Properties(self.source)
         new._values = dict(self._values)
         new._locations = dict(self._locations)
         return new
@@ -72,7 +75,7 @@ def load_properties(path: str | Path) -> Properties:
 
 def parse_properties(text: str, source: str = "<string>") -> Properties:
     """Parse ``.properties`` text; ``source`` names it in locations and errors."""
-    props = Properties()
+    props = Properties(source)
     for line_no, line in _logical_lines(text):
         raw_key, raw_value = _split(line)
         key = _unescape(raw_key, source, line_no)

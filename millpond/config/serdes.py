@@ -8,7 +8,7 @@ from millpond.config.errors import ConfigError
 from millpond.config.properties import Properties
 from millpond.config.values import describe, where, with_prefix
 
-BUILTIN_SERDES = ("string", "json", "integer", "long", "double", "bytes", "avro", "byte")
+BUILTIN_SERDES = ("string", "json", "integer", "long", "double", "bytes", "uuid", "avro", "byte")
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,12 @@ from typing import Literal
 
 from millpond.config.errors import ConfigError, ConfigWarning
 from millpond.config.properties import Properties
+from millpond.config.samza_keys import samza_store_key
 from millpond.config.values import (
     StreamRef,
     describe,
     error,
+    get_bool,
     get_int,
     get_optional_int,
     parse_stream,
@@ -36,9 +38,21 @@ KNOWN_KEYS = (
     "rocksdb.block.size.bytes", "rocksdb.compaction.style", "rocksdb.bloom.filter.bits.per.key",
     "rocksdb.num.write.buffers", "rocksdb.ttl.ms", "rocksdb.max.log.file.size.bytes",
     "rocksdb.keep.log.file.num", "container.write.buffer.size.bytes",
-    "container.cache.size.bytes",
+    "container.cache.size.bytes", "changelog.max.message.size.bytes",
+    "disallow.large.messages", "drop.large.messages", "changelog.min.compaction.lag.ms",
+    "rocksdb.delete.obsolete.files.period.micros", "rocksdb.max.manifest.file.size",
+    # side inputs (parsed by the side-inputs support; listed so they are never "unknown")
+    "side.inputs", "side.inputs.processor.factory",
+    # state backups (job.state.backup.uri)
+    "backup.enabled",
 )
 CHANGELOG_TOPIC_PREFIX = "changelog.kafka."
+# Samza's per-job store defaults: stores.default.<key> applies to every store without its own.
+DEFAULTS_STORE = "default"
+DEFAULTABLE = ("changelog.replication.factor", "changelog.min.compaction.lag.ms")
+MIN_COMPACTION_LAG = "min.compaction.lag.ms"
+# Samza's StorageConfig.DEFAULT_CHANGELOG_MAX_MSG_SIZE_BYTES (1 MiB).
+DEFAULT_MAX_MESSAGE_SIZE = 1_048_576
 
 # The object cache's bounds per store and task (millpond.stores.cached has the same defaults).
 # Samza's defaults are 1000 / 500; millpond's are larger because in Python a cache miss
@@ -66,6 +80,22 @@ class StoreConfig:
     write_batch_size: int = DEFAULT_WRITE_BATCH_SIZE  # dirty entries; 0 = write-through
     object_cache_max_bytes: int = DEFAULT_OBJECT_CACHE_MAX_BYTES  # estimated; 0 = no cache
     properties: dict[str, str] = field(default_factory=dict)
+    # Samza side inputs: the store is filled from these streams (not from a changelog)
+    # through the processor class named by side.inputs.processor.factory.
+    side_inputs: tuple[StreamRef, ...] = ()
+    side_inputs_processor: str | None = None
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE  # changelog.max.message.size.bytes
+    disallow_large_messages: bool = False  # a larger value stops the job
+    drop_large_messages: bool = False  # a larger value is skipped (counted, logged)
+
+    backup_enabled: bool = True  # stores.<name>.backup.enabled (when job.state.backup.uri is set)
+
+    @property
+    def large_messages(self) -> Literal["disallow", "drop"] | None:
+        """Samza's large-message policy: disallow wins over drop; None = no check."""
+        if self.disallow_large_messages:
+            return "disallow"
+        return "drop" if self.drop_large_messages else None
 
 
 def parse_stores(
@@ -78,17 +108,34 @@ def parse_stores(
     """
     parts = (key.split(".", 2) for key in props if key.startswith("stores."))
     names = dict.fromkeys(p[1] for p in parts if len(p) == 3 and p[1] and p[2])
+    if DEFAULTS_STORE in names and f"stores.{DEFAULTS_STORE}.factory" not in props:
+        del names[DEFAULTS_STORE]  # Samza's stores.default.*: defaults, not a store
     return {name: _parse_store(props, name, changelog_system, default_changelog)
             for name in names}
+
+
+def _with_defaults(props: Properties, prefix: str) -> Properties:
+    """``props`` plus ``stores.default.<key>`` copied under ``prefix`` where not set."""
+    missing = [k for k in DEFAULTABLE
+               if prefix + k not in props and f"stores.{DEFAULTS_STORE}.{k}" in props]
+    if not missing or prefix == f"stores.{DEFAULTS_STORE}.":
+        return props
+    merged = props.copy()
+    for k in missing:
+        source = f"stores.{DEFAULTS_STORE}.{k}"
+        file, line = props.location(source) or ("<default>", 0)
+        merged.set(prefix + k, props[source], file, line)
+    return merged
 
 
 def _parse_store(
     props: Properties, name: str, changelog_system: str, default_changelog: str | None
 ) -> StoreConfig:
     prefix = f"stores.{name}."
-    own = with_prefix(props, prefix)
-    for sub in own:
+    for sub in with_prefix(props, prefix):
         _warn_if_unknown(props, prefix, sub)
+    props = _with_defaults(props, prefix)
+    own = with_prefix(props, prefix)
     anchor = prefix + "factory" if "factory" in own else prefix + next(iter(own))
     factory = FACTORIES.get(_required(props, own, name, "factory", anchor))
     if factory is None:
@@ -97,8 +144,13 @@ def _parse_store(
             f"unknown store factory {own['factory']!r}; use rocksdb, inmemory or a Samza "
             f"factory class ({', '.join(k for k in FACTORIES if '.' in k)})",
         )
+    side_inputs, processor = _side_inputs(props, own, prefix)
     changelog = own.get("changelog", "").strip()
-    if not changelog and default_changelog:
+    if changelog and side_inputs:
+        raise error(props, prefix + "changelog",
+                    f"store {name!r} has side inputs ({prefix}side.inputs): it is filled from "
+                    "them, so it cannot have a changelog (as in Samza); remove one of the two")
+    if not changelog and default_changelog and not side_inputs:
         changelog = default_changelog.format(store=name)
     return StoreConfig(
         name=name,
@@ -110,7 +162,7 @@ def _parse_store(
         changelog_replication_factor=get_optional_int(
             props, prefix + "changelog.replication.factor", minimum=1
         ),
-        changelog_topic_config=with_prefix(own, CHANGELOG_TOPIC_PREFIX),
+        changelog_topic_config=_topic_config(props, prefix, own),
         object_cache_size=get_int(props, prefix + "object.cache.size",
                                   DEFAULT_OBJECT_CACHE_SIZE, minimum=0),
         write_batch_size=get_int(props, prefix + "write.batch.size", DEFAULT_WRITE_BATCH_SIZE,
@@ -118,7 +170,46 @@ def _parse_store(
         object_cache_max_bytes=get_int(props, prefix + "object.cache.max.bytes",
                                        DEFAULT_OBJECT_CACHE_MAX_BYTES, minimum=0),
         properties=own,
+        side_inputs=side_inputs,
+        side_inputs_processor=processor,
+        max_message_size=get_int(props, prefix + "changelog.max.message.size.bytes",
+                                 DEFAULT_MAX_MESSAGE_SIZE, minimum=1),
+        disallow_large_messages=get_bool(props, prefix + "disallow.large.messages", False),
+        drop_large_messages=get_bool(props, prefix + "drop.large.messages", False),
+        backup_enabled=get_bool(props, prefix + "backup.enabled", True),
     )
+
+
+def _side_inputs(
+    props: Properties, own: dict[str, str], prefix: str
+) -> tuple[tuple[StreamRef, ...], str | None]:
+    """``side.inputs`` (streams, resolved like task.inputs) and the processor class; either
+    without the other is an error at the key that is set."""
+    key = prefix + "side.inputs"
+    streams = tuple(parse_stream(props, key, item, "kafka")
+                    for item in own.get("side.inputs", "").split(",") if item.strip())
+    processor = own.get("side.inputs.processor.factory", "").strip() or None
+    if streams and processor is None:
+        raise error(props, key, f"needs {prefix}side.inputs.processor.factory (a Python class "
+                    "with process(message, store), e.g. millpond.sideinputs.KeyValueProcessor)")
+    if processor is not None and not streams:
+        raise error(props, prefix + "side.inputs.processor.factory",
+                    f"is set but {key} names no stream")
+    return streams, processor
+
+
+def _topic_config(props: Properties, prefix: str, own: dict[str, str]) -> dict[str, str]:
+    """``changelog.kafka.*`` plus Samza's ``changelog.min.compaction.lag.ms`` (which, as in
+    Samza, must not be given both ways)."""
+    config = with_prefix(own, CHANGELOG_TOPIC_PREFIX)
+    lag_key = prefix + "changelog." + MIN_COMPACTION_LAG
+    if lag_key in props:
+        if MIN_COMPACTION_LAG in config:
+            raise error(props, lag_key, f"set either this or {prefix}{CHANGELOG_TOPIC_PREFIX}"
+                                        f"{MIN_COMPACTION_LAG}, not both")
+        get_int(props, lag_key, 0, minimum=0)  # validate
+        config[MIN_COMPACTION_LAG] = props[lag_key].strip()
+    return config
 
 
 def _required(props: Properties, own: dict[str, str], name: str, sub: str, anchor: str) -> str:
@@ -133,7 +224,13 @@ def _required(props: Properties, own: dict[str, str], name: str, sub: str, ancho
 
 
 def _warn_if_unknown(props: Properties, prefix: str, sub: str) -> None:
+    """Warn about a store key neither millpond nor Samza's table knows (likely a typo).
+
+    A key Samza documents never gets a "did you mean": the ignored ones are logged at INFO
+    by the Samza key report (millpond.config.report)."""
     if sub in KNOWN_KEYS or sub.startswith(CHANGELOG_TOPIC_PREFIX):
+        return
+    if samza_store_key(sub) is not None:
         return
     close = difflib.get_close_matches(sub, KNOWN_KEYS, n=1)
     hint = f"; did you mean {prefix + close[0]!r}?" if close else ""

@@ -5,10 +5,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from millpond.config.librdkafka import Client, java_only_reason
 from millpond.config.properties import Properties
 from millpond.config.values import with_prefix
 
 _STREAM_KEY = re.compile(r"streams\.(?P<topic>.+)\.samza\.(?P<setting>.+)")
+_STREAM_ID_KEY = re.compile(r"streams\.(?P<id>.+)\.samza\.(?P<setting>[^.]+(?:\.serde|\.name)?)")
+_DEFAULT_SYSTEM = "kafka"
 
 
 @dataclass(frozen=True)
@@ -22,7 +25,8 @@ class StreamConfig:
 
 @dataclass(frozen=True)
 class SystemConfig:
-    """One system. ``consumer``/``producer`` are librdkafka settings (prefix removed)."""
+    """One system. ``consumer``/``producer`` are librdkafka settings (prefix removed);
+    ``ignored`` maps each Java-client-only key left out of them (full key) to the reason."""
 
     name: str
     bootstrap_servers: str | None = None
@@ -31,6 +35,7 @@ class SystemConfig:
     key_serde: str | None = None
     msg_serde: str | None = None
     streams: dict[str, StreamConfig] = field(default_factory=dict)
+    ignored: dict[str, str] = field(default_factory=dict)
 
     def stream_serdes(self, topic: str) -> tuple[str | None, str | None]:
         """(key serde, msg serde) of ``topic``: the stream's own, else the system default."""
@@ -42,16 +47,39 @@ class SystemConfig:
 
 
 def parse_systems(props: Properties) -> dict[str, SystemConfig]:
-    """All systems mentioned by a ``systems.<name>.<setting>`` key."""
+    """All systems mentioned by a ``systems.<name>.<setting>`` key (or a ``streams.<id>``)."""
     parts = (key.split(".", 2) for key in props if key.startswith("systems."))
     names = dict.fromkeys(p[1] for p in parts if len(p) == 3 and p[1] and p[2])
-    return {name: _parse_system(with_prefix(props, f"systems.{name}."), name) for name in names}
+    by_id = _stream_ids(props)
+    names.update(dict.fromkeys(by_id))
+    return {name: _parse_system(with_prefix(props, f"systems.{name}."), name, by_id.get(name, {}))
+            for name in names}
 
 
-def _parse_system(own: dict[str, str], name: str) -> SystemConfig:
+def client_key_reason(system: str, client: Client, key: str) -> str | None:
+    """Why ``systems.<system>.<client>.<key>`` is not given to librdkafka (None: it is)."""
+    return java_only_reason(key, client)
+
+
+def _client_settings(own: dict[str, str], name: str, client: Client,
+                     ignored: dict[str, str]) -> dict[str, str]:
+    settings = with_prefix(own, f"{client}.")
+    kept = {}
+    for key, value in settings.items():
+        reason = None if key == "bootstrap.servers" else client_key_reason(name, client, key)
+        if reason is None:
+            kept[key] = value
+        else:
+            ignored[f"systems.{name}.{client}.{key}"] = reason
+    return kept
+
+
+def _parse_system(own: dict[str, str], name: str,
+                  by_id: dict[str, dict[str, str | None]]) -> SystemConfig:
     """``bootstrap.servers`` falls back to the consumer's, then the producer's setting."""
-    consumer = with_prefix(own, "consumer.")
-    producer = with_prefix(own, "producer.")
+    ignored: dict[str, str] = {}
+    consumer = _client_settings(own, name, "consumer", ignored)
+    producer = _client_settings(own, name, "producer", ignored)
     return SystemConfig(
         name=name,
         bootstrap_servers=_text(own.get("bootstrap.servers"))
@@ -59,19 +87,45 @@ def _parse_system(own: dict[str, str], name: str) -> SystemConfig:
         or _text(producer.get("bootstrap.servers")),
         consumer=consumer,
         producer=producer,
-        key_serde=_text(own.get("samza.key.serde")),
-        msg_serde=_text(own.get("samza.msg.serde")),
-        streams=_parse_streams(own),
+        key_serde=_text(own.get("samza.key.serde"))
+        or _text(own.get("default.stream.samza.key.serde")),
+        msg_serde=_text(own.get("samza.msg.serde"))
+        or _text(own.get("default.stream.samza.msg.serde")),
+        streams=_parse_streams(own, by_id),
+        ignored=ignored,
     )
 
 
-def _parse_streams(own: dict[str, str]) -> dict[str, StreamConfig]:
-    serdes: dict[str, dict[str, str | None]] = {}
+def _stream_ids(props: Properties) -> dict[str, dict[str, dict[str, str | None]]]:
+    """Serdes set as ``streams.<id>.samza.key.serde|msg.serde`` (Samza's stream ids), per
+    system and topic: the topic is ``samza.physical.name`` (default: the id), the system
+    ``samza.system`` (default: kafka)."""
+    ids: dict[str, dict[str, str]] = {}
+    for key, value in props.items():
+        if key.startswith("streams."):
+            match = _STREAM_ID_KEY.fullmatch(key)
+            if match:
+                ids.setdefault(match["id"], {})[match["setting"]] = value.strip()
+    out: dict[str, dict[str, dict[str, str | None]]] = {}
+    for stream_id, settings in ids.items():
+        serdes = {k: settings.get(k) or None for k in ("key.serde", "msg.serde")}
+        if not any(serdes.values()):
+            continue
+        system = settings.get("system") or _DEFAULT_SYSTEM
+        topic = settings.get("physical.name") or stream_id
+        out.setdefault(system, {})[topic] = serdes
+    return out
+
+
+def _parse_streams(own: dict[str, str],
+                   by_id: dict[str, dict[str, str | None]]) -> dict[str, StreamConfig]:
+    """Per-topic serdes; ``systems.<s>.streams.<topic>.*`` wins over ``streams.<id>.*``."""
+    serdes: dict[str, dict[str, str | None]] = {t: dict(s) for t, s in by_id.items()}
     for key, value in own.items():
         match = _STREAM_KEY.fullmatch(key)
         if match:
             settings = serdes.setdefault(match["topic"], {})
-            if match["setting"] in ("key.serde", "msg.serde"):
+            if match["setting"] in ("key.serde", "msg.serde") and _text(value):
                 settings[match["setting"]] = _text(value)
     return {
         topic: StreamConfig(topic, s.get("key.serde"), s.get("msg.serde"))

@@ -46,9 +46,19 @@ def where(props: Properties, key: str) -> tuple[str | None, int | None]:
 
 
 def describe(props: Properties, key: str) -> str:
-    """``file:line``, ``override`` (a file with no line) or ``<default>`` when ``key`` is unset."""
+    """``file:line``, ``override`` (a file with no line), or the config file itself when
+    ``key`` is unset (``<default>`` only for properties read from no file)."""
     file, line = where(props, key)
-    return f"{file}:{line}" if line else (file or "<default>")
+    return f"{file}:{line}" if line else (file or props.source or "<default>")
+
+
+def missing(props: Properties, key: str, why: str, example: str) -> ConfigError:
+    """A ConfigError for a required ``key`` that is unset (named in the config file) or empty
+    (at its line), with an example line to add."""
+    file, line = where(props, key)
+    state = "is empty" if key in props else "is missing"
+    return ConfigError(f"{state}: {why} (add a line like `{example}`)", key=key,
+                       file=file or props.source, line=line)
 
 
 def error(props: Properties, key: str, message: str) -> ConfigError:

@@ -16,7 +16,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import time
 import uuid
 from collections.abc import Callable
@@ -24,13 +23,13 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from millpond.dev.errors import BrokerStartError, ProvisionError, ToolMissingError
+from millpond.dev.errors import BrokerStartError, ToolMissingError
+from millpond.dev.maven import COMPLETE_MARKER, fetch_jars
 
 KAFKA_VERSION = "4.1.1"
 DEFAULT_PORT = 9092
 DEFAULT_CONTROLLER_PORT = 9093
 DEFAULT_HEAP = "-Xmx512m -Xms128m"
-_COMPLETE_MARKER = ".complete"
 _STATE_FILE = "broker.json"
 
 Echo = Callable[[str], None]
@@ -93,8 +92,15 @@ def _port_free(port: int) -> bool:
 
 
 def _kafka_uuid() -> str:
-    """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding.
+
+    Never one that starts with "-" (1 in 64 would): kafka-storage's argument parser takes
+    ``-t -abc...`` for a missing id and an option, and the broker never formats. Kafka's
+    own ``Uuid.randomUuid()`` skips those ids for the same reason."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
 
 
 def provision(version: str = KAFKA_VERSION, echo: Echo = _quiet) -> Path:
@@ -103,39 +109,10 @@ def provision(version: str = KAFKA_VERSION, echo: Echo = _quiet) -> Path:
     The download happens once; later calls return at once.
     """
     home = cache_root() / f"kafka-{version}"
-    libs = home / "libs"
-    if (libs / _COMPLETE_MARKER).exists():
-        return libs
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise ToolMissingError(
-            "Maven (`mvn`) is required once to fetch the Kafka broker jars from Maven "
-            "Central, but it is not on PATH. Install it (e.g. `apt-get install maven`)."
-        )
-    require_java17()
-    home.mkdir(parents=True, exist_ok=True)
-    template = resources.files("millpond.dev").joinpath("kafka-pom.xml").read_text()
-    staging = Path(tempfile.mkdtemp(prefix="libs-", dir=home))
-    pom = staging / "pom.xml"
-    pom.write_text(template.replace("@KAFKA_VERSION@", version))
-    echo(f"Fetching Apache Kafka {version} jars from Maven Central into {libs} ...")
-    out_dir = staging / "jars"
-    cmd = [
-        mvn, "-B", "-q", "-f", str(pom), "dependency:copy-dependencies",
-        "-DincludeScope=runtime", f"-DoutputDirectory={out_dir}",
-    ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if proc.returncode != 0 or not any(out_dir.glob("kafka_2.13-*.jar")):
-        shutil.rmtree(staging, ignore_errors=True)
-        tail = (proc.stdout + proc.stderr)[-2000:]
-        raise ProvisionError(f"Maven could not fetch org.apache.kafka:kafka_2.13:{version}:\n{tail}")
-    (out_dir / _COMPLETE_MARKER).write_text(version + "\n")
-    if libs.exists():
-        shutil.rmtree(libs)
-    out_dir.rename(libs)
-    shutil.rmtree(staging, ignore_errors=True)
-    echo(f"Kafka {version}: {len(list(libs.glob('*.jar')))} jars cached.")
-    return libs
+    if not (home / "libs" / COMPLETE_MARKER).exists():
+        require_java17()
+    return fetch_jars(f"Apache Kafka {version}", "kafka-pom.xml", {"KAFKA_VERSION": version},
+                      home, "kafka_2.13-*.jar", echo)
 
 
 @dataclass
@@ -267,6 +244,13 @@ class LocalKafka:
         running = pid is not None and _pid_alive(pid) and _is_our_broker(pid, self.data_dir)
         return BrokerStatus(running, pid if running else None, self.bootstrap, self.data_dir)
 
+    def status_line(self) -> tuple[bool, str]:
+        """Whether it runs, and one line for ``millpond dev kafka status``."""
+        st = self.status()
+        if st.running:
+            return True, f"running pid={st.pid} bootstrap={st.bootstrap} data={st.data_dir}"
+        return False, f"not running (bootstrap would be {st.bootstrap}, data={st.data_dir})"
+
     def start(self, timeout: float = 90.0, echo: Echo = _quiet) -> str:
         """Start the broker (or reuse a running one) and wait until it answers metadata."""
         if self.status().running:
@@ -315,10 +299,10 @@ class LocalKafka:
 
     def wait_ready(self, timeout: float = 90.0) -> None:
         """Block until a metadata request to the broker succeeds, or raise."""
-        from confluent_kafka.admin import AdminClient
+        from millpond import clients
 
         deadline = time.monotonic() + timeout
-        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
+        admin = clients.admin({"bootstrap.servers": self.bootstrap, "log_level": 0})
         last_error: Exception | None = None
         while time.monotonic() < deadline:
             pid = self._read_state().get("pid")

@@ -1,6 +1,7 @@
 """millpond.serdes: turn keys and values into bytes and back.
 
-Built-ins (string, json, integer, long, double, bytes, avro), the Serde interface, SerdeError,
+Built-ins (string, json, integer, long, double, bytes, uuid, avro, and Samza's two's
+complement integer/long under Samza's class names), the Serde interface, SerdeError,
 and ``build_serde(spec)`` which builds a serde from a config ``SerdeSpec``.
 """
 
@@ -12,7 +13,10 @@ from millpond.serdes.builtins import (
     IntegerSerde,
     JsonSerde,
     LongSerde,
+    SamzaIntegerSerde,
+    SamzaLongSerde,
     StringSerde,
+    UUIDSerde,
 )
 from millpond.serdes.errors import SerdeError
 from millpond.serdes.factory import BUILTINS, SAMZA_ALIASES, SerdeSpecLike, build_serde
@@ -26,9 +30,12 @@ __all__ = [
     "JsonSerde",
     "LongSerde",
     "SAMZA_ALIASES",
+    "SamzaIntegerSerde",
+    "SamzaLongSerde",
     "Serde",
     "SerdeError",
     "SerdeSpecLike",
     "StringSerde",
+    "UUIDSerde",
     "build_serde",
 ]

@@ -1,12 +1,16 @@
-"""Built-in serdes: string, json, integer, long, double, bytes.
+"""Built-in serdes: string, json, integer, long, double, bytes, uuid, and Samza's layouts.
 
-integer and long keys sort numerically as raw bytes, negatives included: the value is written
-big-endian with the sign bit flipped (i.e. ``value + 2**31`` / ``value + 2**63`` as unsigned).
-This deliberately differs from Samza's IntegerSerde/LongSerde (plain two's complement), because
-RocksDB orders keys as unsigned bytes and two's complement would sort -1 after every positive
-number, making ``range()`` over numeric keys wrong. The price: integer/long data written by Samza
-must be re-encoded before millpond can read it (and vice versa). double keeps Samza's format
-(IEEE 754 big-endian, not order-preserving for negatives).
+millpond's short names ``integer`` and ``long`` sort numerically as raw bytes, negatives
+included: the value is written big-endian with the sign bit flipped (i.e. ``value + 2**31`` /
+``value + 2**63`` as unsigned). RocksDB orders keys as unsigned bytes, and two's complement
+would sort -1 after every positive number, making ``range()`` over numeric keys wrong.
+
+Samza's ``IntegerSerdeFactory`` / ``LongSerdeFactory`` write plain big-endian two's
+complement (Java's ``ByteBuffer.putInt/putLong``): ``SamzaIntegerSerde`` / ``SamzaLongSerde``
+below, which millpond uses under Samza's class names so an existing Samza changelog reads as
+the same numbers. ``double`` (IEEE 754 big-endian), ``string`` (UTF-8 or the configured
+encoding), ``bytes`` and ``uuid`` (most then least significant 8 bytes, big-endian) have one
+layout, Samza's.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import codecs
 import json
 import math
 import struct
+import uuid
 from typing import Any
 
 import orjson
@@ -208,3 +213,56 @@ class DoubleSerde(Serde[float]):
                 self.name, f"cannot deserialize {_describe(data)}: need 8 bytes"
             ) from exc
         return value
+
+
+class _TwosComplementSerde(_OrderedIntSerde):
+    """Signed int of fixed width, big-endian two's complement (Java's ByteBuffer layout):
+    the ordered layout's code with no offset and a signed struct."""
+
+    __slots__ = ()
+    _offset = 0
+
+
+class SamzaIntegerSerde(_TwosComplementSerde):
+    """Samza's IntegerSerde: 4 bytes, big-endian two's complement (-1 -> ff ff ff ff)."""
+
+    __slots__ = ()
+    _struct = struct.Struct(">i")
+
+    def __init__(self, name: str = "samza-integer") -> None:
+        super().__init__(name)
+
+
+class SamzaLongSerde(_TwosComplementSerde):
+    """Samza's LongSerde: 8 bytes, big-endian two's complement."""
+
+    __slots__ = ()
+    _struct = struct.Struct(">q")
+
+    def __init__(self, name: str = "samza-long") -> None:
+        super().__init__(name)
+
+
+class UUIDSerde(Serde[uuid.UUID]):
+    """uuid.UUID <-> 16 bytes: most then least significant 64 bits, big-endian (Samza's
+    UUIDSerde; the same as ``UUID.bytes``). A str in UUID form is accepted on write."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str = "uuid") -> None:
+        self.name = name
+
+    def to_bytes(self, obj: uuid.UUID) -> bytes:
+        if isinstance(obj, uuid.UUID):
+            return obj.bytes
+        if isinstance(obj, str):
+            try:
+                return uuid.UUID(obj).bytes
+            except ValueError as exc:
+                raise SerdeError(self.name, f"cannot serialize {_describe(obj)}: {exc}") from exc
+        raise SerdeError(self.name, f"cannot serialize {_describe(obj)}: expected uuid.UUID")
+
+    def from_bytes(self, data: bytes) -> uuid.UUID:
+        if not isinstance(data, bytes | bytearray) or len(data) != 16:
+            raise SerdeError(self.name, f"cannot deserialize {_describe(data)}: need 16 bytes")
+        return uuid.UUID(bytes=bytes(data))

@@ -1,7 +1,9 @@
 """build_serde: turn a config SerdeSpec into a Serde instance.
 
 ``spec.factory`` may be a short built-in name ("string", "json", "integer", "long", "double",
-"bytes", "avro"), a Samza serde factory class name (mapped to the matching built-in), or a dotted
+"bytes", "uuid", "avro"), a Samza serde factory class name (mapped to the serde with Samza's
+byte layout: ``SAMZA_ALIASES``; Samza's Integer/Long serdes are two's complement, unlike
+millpond's order-preserving ``integer``/``long``), or a dotted
 Python path "pkg.mod.Name" to a Serde class/factory (called with ``spec.params`` as keyword
 arguments when its signature accepts them, else with no arguments) or to a ready Serde object.
 """
@@ -21,7 +23,10 @@ from millpond.serdes.builtins import (
     IntegerSerde,
     JsonSerde,
     LongSerde,
+    SamzaIntegerSerde,
+    SamzaLongSerde,
     StringSerde,
+    UUIDSerde,
 )
 from millpond.serdes.errors import SerdeError
 
@@ -58,18 +63,32 @@ BUILTINS: dict[str, _Builder] = {
     "long": lambda name, params, location: LongSerde(name),
     "double": lambda name, params, location: DoubleSerde(name),
     "bytes": lambda name, params, location: BytesSerde(name),
+    "uuid": lambda name, params, location: UUIDSerde(name),
     "avro": _avro,
+    # Samza's layouts, reached through Samza's class names (SAMZA_ALIASES)
+    "samza-integer": lambda name, params, location: SamzaIntegerSerde(name),
+    "samza-long": lambda name, params, location: SamzaLongSerde(name),
 }
 
 _SAMZA = "org.apache.samza.serializers."
+# Samza's serde factories -> the serde writing exactly Samza's bytes.
 SAMZA_ALIASES: dict[str, str] = {
-    _SAMZA + "StringSerdeFactory": "string",
-    _SAMZA + "JsonSerdeFactory": "json",
-    _SAMZA + "IntegerSerdeFactory": "integer",
-    _SAMZA + "LongSerdeFactory": "long",
-    _SAMZA + "DoubleSerdeFactory": "double",
+    _SAMZA + "StringSerdeFactory": "string",  # UTF-8 or serializers.registry.<n>.encoding
+    _SAMZA + "JsonSerdeFactory": "json",  # Jackson: compact UTF-8 JSON
+    _SAMZA + "JsonSerdeV2Factory": "json",
+    _SAMZA + "MetricsSnapshotSerdeFactory": "json",  # a JSON object written by Jackson
+    _SAMZA + "IntegerSerdeFactory": "samza-integer",  # 4 bytes, two's complement
+    _SAMZA + "LongSerdeFactory": "samza-long",  # 8 bytes, two's complement
+    _SAMZA + "DoubleSerdeFactory": "double",  # 8 bytes IEEE 754 big-endian
     _SAMZA + "ByteSerdeFactory": "bytes",
     _SAMZA + "BytesSerdeFactory": "bytes",
+    _SAMZA + "ByteBufferSerdeFactory": "bytes",  # a ByteBuffer's remaining bytes
+    _SAMZA + "UUIDSerdeFactory": "uuid",  # 16 bytes: msb, lsb big-endian
+}
+# Samza serdes with no layout a Python job can share: refused with the reason.
+SAMZA_UNSUPPORTED: dict[str, str] = {
+    _SAMZA + "SerializableSerdeFactory": "Java object serialization has no Python reader; "
+                                         "re-encode the data (e.g. as JSON)",
 }
 
 
@@ -79,6 +98,9 @@ def build_serde(spec: SerdeSpecLike) -> Serde[Any]:
     short = SAMZA_ALIASES.get(factory, factory)
     builder = BUILTINS.get(short)
     try:
+        if factory in SAMZA_UNSUPPORTED:
+            raise SerdeError(spec.name, f"{factory} is not supported: "
+                                        f"{SAMZA_UNSUPPORTED[factory]}")
         if builder is not None:
             return builder(spec.name, spec.params, spec.location)
         if "." not in factory:

@@ -1,10 +1,13 @@
-"""millpond.spark: rebuild, audit and snapshot store state from changelogs with PySpark.
+"""millpond.spark: rebuild, audit and snapshot store state from changelogs, and bootstrap
+it from batch data, with PySpark.
 
 PySpark is imported only when a job runs, so importing this package stays cheap.
 """
 
 from millpond.spark.audit import AuditReport, PartitionAudit, audit
+from millpond.spark.bootstrap import BootstrapResult, bootstrap
 from millpond.spark.errors import (
+    BootstrapError,
     SnapshotError,
     SourceError,
     SparkJobError,
@@ -23,6 +26,8 @@ from millpond.spark.snapshot import (
 
 __all__ = [
     "AuditReport",
+    "BootstrapError",
+    "BootstrapResult",
     "PartitionAudit",
     "PartitionStats",
     "RebuildResult",
@@ -35,6 +40,7 @@ __all__ = [
     "StateDirError",
     "Version",
     "audit",
+    "bootstrap",
     "current_version",
     "get_spark",
     "read_snapshot",

@@ -1,4 +1,5 @@
-"""``millpond spark ...``: rebuild, audit and snapshot store state from changelogs with PySpark.
+"""``millpond spark ...``: rebuild, audit and snapshot store state from changelogs,
+bootstrap it from batch data and rescale a job, with PySpark.
 
 Mount with ``main.add_command(spark)``; also runs as ``python -m millpond.spark.cli``.
 Exit codes: 0 success, 1 audit found divergence, 2 the job could not run.
@@ -36,13 +37,22 @@ class JobArgs:
 
 def _common(fn: Callable[..., None]) -> Callable[..., None]:
     """Add the options every spark command takes; the command receives them as ``JobArgs``."""
+    return _common_options(fn, with_store=True)
 
+
+def _common_job(fn: Callable[..., None]) -> Callable[..., None]:
+    """:func:`_common` for commands over the whole job (no --store; ``JobArgs.store`` empty)."""
+    return _common_options(fn, with_store=False)
+
+
+def _common_options(fn: Callable[..., None], with_store: bool) -> Callable[..., None]:
     @functools.wraps(fn)
-    def command(config_path: Path, overrides: tuple[str, ...], store: str, master: str,
+    def command(config_path: Path, overrides: tuple[str, ...], master: str | None,
                 driver_memory: str, shuffle_partitions: int, kafka_options: tuple[str, ...],
-                spark_conf: tuple[str, ...], **kwargs: Any) -> None:
-        from millpond.spark.session import SparkSettings
+                spark_conf: tuple[str, ...], store: str = "", **kwargs: Any) -> None:
+        from millpond.spark.session import SparkSettings, require_pyspark
 
+        _run(require_pyspark)  # one line naming the extra, before any work
         settings = SparkSettings(master=master, driver_memory=driver_memory,
                                  shuffle_partitions=shuffle_partitions,
                                  conf=_pairs(spark_conf, "--spark-conf"))
@@ -56,8 +66,9 @@ def _common(fn: Callable[..., None]) -> Callable[..., None]:
                      help="The job's .properties file."),
         click.option("--config-override", "overrides", multiple=True, metavar="KEY=VALUE",
                      help="Override a config key (repeatable)."),
-        click.option("--store", required=True, help="The store to work on."),
-        click.option("--master", default="local[*]", show_default=True, help="Spark master URL."),
+        click.option("--master", default=None,
+                     help="Spark master URL (default: spark-submit's --master when launched "
+                          "by spark-submit, else local[*])."),
         click.option("--driver-memory", default="1g", show_default=True),
         click.option("--shuffle-partitions", type=int, default=4, show_default=True),
         click.option("--kafka-option", "kafka_options", multiple=True, metavar="KEY=VALUE",
@@ -65,6 +76,8 @@ def _common(fn: Callable[..., None]) -> Callable[..., None]:
         click.option("--spark-conf", "spark_conf", multiple=True, metavar="KEY=VALUE",
                      help="Extra Spark setting, e.g. spark.executor.memory=2g (repeatable)."),
     ]
+    if with_store:
+        options.insert(2, click.option("--store", required=True, help="The store to work on."))
     for option in reversed(options):
         command = option(command)
     return command
@@ -198,5 +211,93 @@ def snapshot_cmd(args: JobArgs, out: Path, checkpoint_location: Path, available_
     _emit(result.to_dict(), None)
 
 
+@spark.command("bootstrap")
+@_common
+@click.option("--source", required=True, help="File or directory of the batch data.")
+@click.option("--format", "fmt", required=True, type=click.Choice(["parquet", "json", "csv"]),
+              help="The source's format (json: one object per line; csv: with a header).")
+@click.option("--key", required=True, help="The column holding the store key.")
+@click.option("--value", "values", required=True, multiple=True,
+              help="The value column; repeat it to store a record of several columns.")
+@click.option("--unique", is_flag=True,
+              help="Refuse keys that appear in more than one row (default: the last wins).")
+@click.option("--replace", is_flag=True,
+              help="The job has run: make the store hold exactly the new state.")
+@click.option("--rocksdb-dirs", is_flag=True,
+              help="Also write the task store directories (with OFFSET files) under "
+                   "job.logged.store.base.dir, so tasks need not replay.")
+@click.option("--rocksdb-base-dir", type=click.Path(file_okay=False, path_type=Path),
+              default=None, help="Write the store directories under this base dir instead.")
+@click.option("--source-option", "source_options", multiple=True, metavar="KEY=VALUE",
+              help="Extra Spark reader option, e.g. delimiter=; for CSV (repeatable).")
+@click.option("--report", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write the JSON statistics to this file.")
+def bootstrap_cmd(args: JobArgs, source: str, fmt: str, key: str, values: tuple[str, ...],
+                  unique: bool, replace: bool, rocksdb_dirs: bool,
+                  rocksdb_base_dir: Path | None, source_options: tuple[str, ...],
+                  report: Path | None) -> None:
+    """Write a store's state from batch data, with checkpoints, so the job starts from it."""
+    from millpond.spark.bootstrap import bootstrap
+
+    dirs: bool | Path = rocksdb_base_dir if rocksdb_base_dir is not None else rocksdb_dirs
+    options = _pairs(source_options, "--source-option")
+    result = _run(lambda: bootstrap(
+        args.config, args.store, source, fmt, key, values, unique=unique, replace=replace,
+        rocksdb_dirs=dirs, settings=args.settings, spark_options=args.kafka_options,
+        source_options=options,
+    ))
+    _emit(result.to_dict(), report)
+
+
+@spark.command("rescale")
+@_common_job
+@click.option("--partitions", required=True, type=click.IntRange(min=1),
+              help="The new task count: the partition count the inputs have been given.")
+@click.option("--key-fn", default=None, metavar="MODULE:FUNCTION",
+              help="Maps a store key to the input key it belongs to (stores keyed like "
+                   "hour|user); default: the store key is the input key.")
+@click.option("--report", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write the JSON statistics to this file.")
+def rescale_cmd(args: JobArgs, partitions: int, key_fn: str | None,
+                report: Path | None) -> None:
+    """Move a stopped, drained job's state to more partitions (new changelog generations)."""
+    from millpond.spark.rescale import rescale
+
+    result = _run(lambda: rescale(args.config, partitions, key_fn, settings=args.settings,
+                                  spark_options=args.kafka_options))
+    _emit(result.to_dict(), report)
+
+
 if __name__ == "__main__":
     spark()
+
+
+@spark.command("submit-script")
+def submit_script_cmd() -> None:
+    """Print the path of the script to give spark-submit, which runs these same commands:
+
+    spark-submit --master URL --packages CONNECTOR "$(millpond spark submit-script)" rebuild ...
+    """
+    from millpond.spark import submit
+
+    click.echo(submit.__file__)
+
+
+@spark.command("jars")
+def jars_cmd() -> None:
+    """Print the Kafka connector's jars, comma-separated, for spark-submit --jars (resolved
+    from Maven Central, or millpond's cache, by a short local Spark session the first time)."""
+    from millpond.spark.session import SparkSettings, connector_jars, get_spark, stop_spark
+
+    def resolve() -> str:
+        jars = connector_jars()
+        if jars is None:
+            get_spark(SparkSettings(master="local[1]"))
+            stop_spark()
+            jars = connector_jars()
+        if jars is None:
+            raise JobFailed("the Kafka connector's jars could not be resolved; use "
+                            "spark-submit --packages instead")
+        return ",".join(jars)
+
+    click.echo(_run(resolve))

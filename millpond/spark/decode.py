@@ -39,7 +39,12 @@ OUTPUT_COLUMNS = ("store", "partition", "key", "value", "value_json", "offset", 
 def serde_kind(spec: SerdeSpec) -> str:
     """``string``/``integer``/``long``/``double``/``bytes`` for built-in scalars, else ``json``."""
     factory = SAMZA_ALIASES.get(spec.factory.strip(), spec.factory.strip())
+    factory = _SAMZA_LAYOUT_KINDS.get(factory, factory)
     return factory if factory in SCALAR_KINDS else JSON_KIND
+
+
+# Samza's two's complement integer/long: the same column types, decoded by the Python serde.
+_SAMZA_LAYOUT_KINDS = {"samza-integer": "integer", "samza-long": "long"}
 
 
 @dataclass(frozen=True)
@@ -151,6 +156,8 @@ def native_decoder(spec: SerdeSpec, kind: str, column: str, what: str, store: st
             f"{spec.name!r}: {problem}", F.col("partition"), F.col("offset")))
 
     factory = SAMZA_ALIASES.get(spec.factory.strip(), spec.factory.strip())
+    if factory in _SAMZA_LAYOUT_KINDS:
+        return None  # two's complement: the Python serde decodes it (make_decoder)
     if kind == "bytes":
         return data
     if kind == "string" and _utf8_spec(spec):

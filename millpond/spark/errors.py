@@ -21,3 +21,13 @@ class StateDirError(SparkJobError):
 
 class SnapshotError(SparkJobError):
     """The streaming snapshot's output directory is inconsistent or cannot be advanced."""
+
+
+class BootstrapError(SparkJobError):
+    """Bootstrapping a store was refused (the job has run, live members, duplicate keys) or
+    could not complete (a source row that does not serialize, a delivery error)."""
+
+
+class RescaleError(SparkJobError):
+    """Rescaling a job was refused (running, undrained input, inputs not grown, a store not
+    partitioned by its input key) or could not complete (a delivery error)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -121,6 +121,15 @@ def rebuild(
 def _dir_writer(
     config: Config, store: str, plan: ReadPlan, rocksdb_dirs: bool | str | Path
 ) -> DirWriter:
+    return dir_writer(config, store, plan.changelog.topic, plan.ranges, rocksdb_dirs)
+
+
+def dir_writer(
+    config: Config, store: str, topic: str, partitions: Iterable[int],
+    rocksdb_dirs: bool | str | Path,
+) -> DirWriter:
+    """A writer of ``store``'s RocksDB directories for ``partitions``: under the job's
+    ``job.logged.store.base.dir`` if ``rocksdb_dirs`` is True, else under that path."""
     from millpond.stores import RocksDbOptions
 
     cfg = store_config(config, store)
@@ -130,9 +139,9 @@ def _dir_writer(
             "(tasks restore in-memory stores from the changelog at start-up)"
         )
     base = config.job.logged_store_base_dir if rocksdb_dirs is True else Path(str(rocksdb_dirs))
-    dirs = partition_dirs(base, config.job.name, store, plan.ranges)
+    dirs = partition_dirs(base, config.job.name, store, partitions)
     options = RocksDbOptions.from_store_properties(cfg.properties)
-    return DirWriter(store, plan.changelog.topic, options, dirs)
+    return DirWriter(store, topic, options, dirs)
 
 
 def _run(

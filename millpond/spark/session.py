@@ -15,6 +15,7 @@ resolution for air-gapped machines.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -43,7 +44,7 @@ HTTP_TIMEOUT = 20.0
 class SparkSettings:
     """How to start Spark: master URL, memory, shuffle width and extra ``spark.*`` settings."""
 
-    master: str = "local[*]"
+    master: str | None = None  # None: spark-submit's --master, else local[*]
     app_name: str = "millpond-spark"
     driver_memory: str = "1g"
     shuffle_partitions: int = 4
@@ -59,6 +60,7 @@ def cache_root() -> Path:
 
 def spark_version() -> str:
     """The installed PySpark's version: the connector must match it exactly."""
+    require_pyspark()
     import pyspark
 
     return str(pyspark.__version__)
@@ -83,6 +85,15 @@ def connector_conf(version: str | None = None, cache: Path | None = None) -> dic
         conf["spark.jars.excludes"] = f"{GROUP}:{TOKEN_PROVIDER}"
         conf["spark.jars"] = str(substitute)
     return conf
+
+
+def connector_jars() -> list[str] | None:
+    """The connector's jar files (``MILLPOND_SPARK_JARS``, or as resolved by an earlier
+    session), or None if they were never resolved on this machine."""
+    jars = os.environ.get("MILLPOND_SPARK_JARS", "").strip()
+    if jars:
+        return [j for j in jars.split(",") if j]
+    return remembered_jars(spark_version(), cache_root())
 
 
 def _jars_record(version: str, cache: Path) -> Path:
@@ -217,20 +228,44 @@ def require_java() -> None:
         )
 
 
+QUIET_CONF = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
+              "spark.sql.session.timeZone": "UTC"}
+
+
+def submitted() -> bool:
+    """True when spark-submit launched this driver (its JVM and settings are given)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def on_loopback(master: str) -> bool:
+    """A local master, or a cluster master on this machine's loopback address: the driver
+    then listens on 127.0.0.1 too, so no traffic leaves the machine."""
+    return master.startswith("local") or any(
+        host in master for host in ("://127.0.0.1:", "://localhost:"))
+
+
 def session_conf(settings: SparkSettings) -> dict[str, str]:
     """Every ``spark.*`` setting of a millpond session (connector included)."""
+    master = settings.master or "local[*]"
+    loopback = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
     conf = {
-        "spark.ui.enabled": "false",
-        "spark.ui.showConsoleProgress": "false",
-        "spark.driver.host": "127.0.0.1",
-        "spark.driver.bindAddress": "127.0.0.1",
+        **QUIET_CONF,
+        **(loopback if on_loopback(master) else {}),
         "spark.driver.memory": settings.driver_memory,
         "spark.sql.shuffle.partitions": str(settings.shuffle_partitions),
-        "spark.sql.session.timeZone": "UTC",
     }
     conf.update(connector_conf())
     conf.update(settings.conf)
     return conf
+
+
+def require_pyspark() -> None:
+    """Raise :class:`SparkUnavailableError` naming the extra when PySpark is not installed
+    (it is ~300 MB and only the spark commands need it, so it is the ``spark`` extra)."""
+    if importlib.util.find_spec("pyspark") is None:
+        raise SparkUnavailableError(
+            "PySpark is not installed: the spark commands need the spark extra, "
+            "pip install 'millpond[spark]'")
 
 
 def get_spark(settings: SparkSettings | None = None) -> SparkSession:
@@ -239,18 +274,29 @@ def get_spark(settings: SparkSettings | None = None) -> SparkSession:
     An already running session is reused as is (Spark cannot add jars to a running JVM):
     it must have been created with :func:`session_conf` settings for Kafka reads to work.
     """
+    require_pyspark()
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
-    require_java()
     settings = settings or SparkSettings()
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    # Workers must run this interpreter (PySpark reads only the environment for this).
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = SparkSession.builder.master(settings.master).appName(settings.app_name)
-    conf = session_conf(settings)
+    if submitted():
+        # spark-submit started the JVM: its --master, --jars/--packages and memory stand.
+        builder = SparkSession.builder.appName(settings.app_name)
+        if settings.master:
+            builder = builder.master(settings.master)
+        conf = {**QUIET_CONF, "spark.sql.shuffle.partitions": str(settings.shuffle_partitions),
+                **settings.conf}
+    else:
+        require_java()
+        master = settings.master or "local[*]"
+        if on_loopback(master):
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        # Workers must run this interpreter (PySpark reads only the environment for this).
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        builder = SparkSession.builder.master(master).appName(settings.app_name)
+        conf = session_conf(settings)
     for key, value in conf.items():
         builder = builder.config(key, value)
     try:

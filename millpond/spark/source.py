@@ -13,11 +13,12 @@ import json
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from millpond import clients
 from millpond.changelog.admin import changelog_topic
 from millpond.changelog.checkpoint import NO_OFFSET, Checkpoint, checkpoint_topic, task_name
 from millpond.changelog.errors import CheckpointError
@@ -75,9 +76,12 @@ def store_config(config: Config, store: str) -> StoreConfig:
 
 
 def changelog_of(
-    config: Config, store: str, spark_options: Mapping[str, str] | None = None
+    config: Config, store: str, spark_options: Mapping[str, str] | None = None,
+    resolve_generation: bool = True,
 ) -> Changelog:
-    """Resolve topic, brokers and isolation level of ``store``'s changelog from ``config``."""
+    """Resolve topic, brokers and isolation level of ``store``'s changelog from ``config``;
+    the topic is the generation the job's checkpoints name, else the configured one
+    (``resolve_generation=False``: the configured one, without reading Kafka)."""
     cfg = store_config(config, store)
     system_name = cfg.changelog.system if cfg.changelog else config.job.changelog_system
     configured = cfg.changelog.topic if cfg.changelog else None
@@ -89,8 +93,27 @@ def changelog_of(
             f"systems.{system_name}.bootstrap.servers (at {config.location(f'systems.{system_name}.bootstrap.servers')})"
         )
     extras = {k: v for k, v in system.consumer.items() if k.startswith(_CLIENT_PREFIXES)}
-    return Changelog(store, topic, system.bootstrap_servers, STATE_ISOLATION, extras,
-                     dict(spark_options or {}))
+    changelog = Changelog(store, topic, system.bootstrap_servers, STATE_ISOLATION, extras,
+                          dict(spark_options or {}))
+    if not resolve_generation:
+        return changelog
+    return replace(changelog, topic=current_topic(config, changelog))
+
+
+def current_topic(config: Config, changelog: Changelog) -> str:
+    """The changelog's topic now: the generation the job's checkpoints name (after a
+    ``spark rescale``), else the configured topic (also when the job never checkpointed)."""
+    from millpond.changelog.errors import GenerationError
+    from millpond.changelog.generations import job_topics, resolve
+
+    try:
+        checkpoints = read_checkpoints(changelog, checkpoint_topic(config.job.name, config.job.id))
+    except SourceError:
+        return changelog.topic  # no checkpoint topic (yet): the configured topic
+    try:
+        return resolve(config, config.stores[changelog.store], job_topics(checkpoints.values()))
+    except GenerationError as exc:
+        raise SourceError(str(exc)) from exc
 
 
 def _consumer(changelog: Changelog, isolation: str | None = None) -> Consumer:
@@ -102,7 +125,7 @@ def _consumer(changelog: Changelog, isolation: str | None = None) -> Consumer:
         "enable.partition.eof": True,
         "isolation.level": isolation or changelog.isolation,
     })
-    return Consumer(conf)
+    return clients.consumer(conf)
 
 
 def topic_partitions(consumer: Consumer, topic: str) -> list[int]:

@@ -1,7 +1,8 @@
 """millpond.stores: Samza-style key-value stores.
 
 Engines (RocksDbEngine, InMemoryEngine) store bytes; SerializedStore turns them typed;
-CachedStore caches deserialized objects with write-back; NullSafeStore rejects None on top.
+CachedStore caches deserialized objects with write-back; NullSafeStore rejects None on top;
+LargeMessageSafeStore refuses or drops values too large for the changelog.
 build_stack/build_store (millpond.stores.factory) stack them.
 """
 
@@ -9,12 +10,14 @@ from millpond.stores.api import BytesStore, KeyValueIterator, KeyValueStore, Sto
 from millpond.stores.cached import CachedStore
 from millpond.stores.engines import InMemoryEngine, RocksDbEngine, RocksDbOptions
 from millpond.stores.errors import (
+    LargeMessageError,
     NoneEntryError,
     StoreClosedError,
     StoreConfigError,
     StoreError,
 )
 from millpond.stores.factory import StoreStack, build_stack, build_store
+from millpond.stores.largemessage import LargeMessageSafeStore
 from millpond.stores.nullsafe import NullSafeStore
 from millpond.stores.serialized import SerializedStore
 
@@ -24,6 +27,8 @@ __all__ = [
     "InMemoryEngine",
     "KeyValueIterator",
     "KeyValueStore",
+    "LargeMessageError",
+    "LargeMessageSafeStore",
     "NoneEntryError",
     "NullSafeStore",
     "RocksDbEngine",

@@ -112,6 +112,12 @@ class CachedStore(KeyValueStore[K, V]):
         self._size_n = 0  # ... and how many were sampled
         self._sample_countdown = 1
         self._closed = False
+        # Plain int counters (one add each; a metrics reporter reads them at scrape time).
+        self.hits = 0
+        self.misses = 0
+        self.evictions = 0
+        self._writing: Sequence[tuple[K, V | None]] = ()  # the chunk being written down
+        self._refused: list[K] = []  # keys of that chunk the layers below did not store
         # Bound once: the hit paths are a dict lookup and a move, no attribute chains.
         self._cache_get = self._cache.get
         self._touch = self._cache.move_to_end
@@ -133,10 +139,12 @@ class CachedStore(KeyValueStore[K, V]):
         the inner store's value, which is then cached."""
         value = self._cache_get(key, _MISS)
         if value is _MISS:
+            self.misses += 1
             value = self._inner_get(key)
             self._cache[key] = value
             self._inserted(key, value)
             return value
+        self.hits += 1
         self._touch(key)
         return value  # type: ignore[return-value]
 
@@ -145,15 +153,19 @@ class CachedStore(KeyValueStore[K, V]):
         cache_get, touch = self._cache_get, self._touch
         found: dict[K, V] = {}
         missing: list[K] = []
+        hits = 0
         for key in keys:
             value = cache_get(key, _MISS)
             if value is _MISS:
                 missing.append(key)
             else:
+                hits += 1
                 touch(key)
                 if value is not None:
                     found[key] = value  # type: ignore[assignment]
+        self.hits += hits
         if missing:
+            self.misses += len(missing)
             below = self.inner.get_all(missing)
             cache = self._cache
             for key in missing:
@@ -306,7 +318,8 @@ class CachedStore(KeyValueStore[K, V]):
             oldest = next(iter(cache))
             if oldest in dirty:
                 self._write_dirty()
-            del cache[oldest]
+            cache.pop(oldest, None)  # the write-down may have forgotten it (not stored)
+            self.evictions += 1
 
     def _write_dirty(self) -> None:
         """Write every dirty entry down (in chunks of WRITE_CHUNK); they become clean.
@@ -318,7 +331,7 @@ class CachedStore(KeyValueStore[K, V]):
         dirty = self._dirty
         if not dirty:
             return
-        cache, write = self._cache, self._inner_write_batch
+        cache, write = self._cache, self._write_chunk
         if len(dirty) <= WRITE_CHUNK:
             items = [(key, cache[key]) for key in dirty]
             write(items)
@@ -331,9 +344,32 @@ class CachedStore(KeyValueStore[K, V]):
                 write(items)
                 for key in chunk:
                     del dirty[key]
+        if self._refused:
+            self._forget_refused()
         sample = self._sample  # a smaller capacity takes effect at the next insert
         for key, value in items[::_SAMPLE_EVERY]:
             sample(key, value)
+
+    def _write_chunk(self, items: Sequence[tuple[K, V | None]]) -> None:
+        """One write_batch below, remembering the chunk so ``refused_at`` can name its keys."""
+        self._writing = items
+        try:
+            self._inner_write_batch(items)
+        finally:
+            self._writing = ()
+
+    def refused_at(self, index: int) -> None:
+        """The layers below did not store entry ``index`` of the chunk being written down
+        (a large value dropped by LargeMessageSafeStore): once the write-down is done, the
+        cache forgets the key, so a later get reads what the store really holds."""
+        self._refused.append(self._writing[index][0])
+
+    def _forget_refused(self) -> None:
+        cache, dirty = self._cache, self._dirty
+        for key in self._refused:
+            if key not in dirty:
+                cache.pop(key, None)
+        self._refused.clear()
 
     def _closed_error(self, op: str) -> StoreClosedError:
         return StoreClosedError(f"{op}: store is closed", store=self.name)

@@ -35,3 +35,8 @@ class NoneEntryError(StoreError, ValueError):
 
 class StoreConfigError(StoreError, ValueError):
     """A store setting (e.g. rocksdb.compression) has a value the store cannot use."""
+
+
+class LargeMessageError(StoreError):
+    """A value is larger than changelog.max.message.size.bytes and the store has
+    disallow.large.messages=true (Samza's RecordTooLargeException)."""

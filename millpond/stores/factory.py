@@ -2,11 +2,16 @@
 
 Top to bottom, as Samza's samza-kv stacks them::
 
-    NullSafeStore   rejects None keys/values once, at the API boundary
-    CachedStore     LRU write-back cache of deserialized objects (object.cache.size > 0)
-    SerializedStore key/value serdes: objects <-> bytes
-    [logged layer]  mirrors every write to the changelog (if the store has one)
-    StorageEngine   RocksDB or in memory
+    NullSafeStore          rejects None keys/values once, at the API boundary
+    CachedStore            LRU write-back cache of deserialized objects (object.cache.size > 0)
+    SerializedStore        key/value serdes: objects <-> bytes
+    [LargeMessageSafeStore] refuses or drops values over changelog.max.message.size.bytes
+                           (disallow.large.messages / drop.large.messages, as in Samza)
+    [logged layer]         mirrors every write to the changelog (if the store has one)
+    StorageEngine          RocksDB or in memory
+
+A value the large-message layer drops is reported to the cache, which forgets it after the
+write-down: the task then reads the key's previous value, never one the store does not hold.
 
 Why this order: the cache sits above the serdes so a hit costs a dict lookup (no
 deserialization, no engine call) and a key written many times between commits is serialized,
@@ -34,6 +39,7 @@ from millpond.stores.cached import (
     DEFAULT_WRITE_BATCH_SIZE,
     CachedStore,
 )
+from millpond.stores.largemessage import DEFAULT_MAX_MESSAGE_SIZE, LargeMessageSafeStore, Policy
 from millpond.stores.nullsafe import NullSafeStore
 from millpond.stores.serialized import SerializedStore
 
@@ -47,6 +53,8 @@ class StoreStack(Generic[L]):
     store: KeyValueStore[Any, Any]  # the null-safe top of the stack
     engine: StorageEngine
     logged: L | None  # the changelog layer, if one was asked for
+    cache: CachedStore[Any, Any] | None = None  # the object cache, if the store has one
+    large: LargeMessageSafeStore | None = None  # the large-message layer, if asked for
 
 
 def build_stack(
@@ -59,20 +67,31 @@ def build_stack(
     *,
     cache_max_bytes: int = DEFAULT_CACHE_MAX_BYTES,
     logged: Callable[[StorageEngine], L] | None = None,
+    large_messages: Policy | None = None,
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
 ) -> StoreStack[L]:
     """Stack store ``name`` over ``engine``: null-safe -> cached -> serialized -> [logged].
 
     ``object_cache_size`` / ``cache_max_bytes``: entry and (estimated) byte bounds of the
     object cache, 0 for either leaves the cache out. ``write_batch_size``: dirty entries
     that force a write-down (0 = write-through). ``logged`` wraps the engine in the
-    changelog layer; None for a store without a changelog.
+    changelog layer; None for a store without a changelog. ``large_messages`` ("disallow"
+    or "drop", None = no check) adds the large-message layer for values over
+    ``max_message_size`` bytes.
     """
     log_layer = logged(engine) if logged is not None else None
     below: BytesStore = log_layer if log_layer is not None else engine
+    large = None
+    if large_messages is not None:
+        below = large = LargeMessageSafeStore(below, name, large_messages, max_message_size)
     typed: KeyValueStore[Any, Any] = SerializedStore(below, key_serde, msg_serde, name)
+    cache = None
     if object_cache_size > 0 and cache_max_bytes > 0:
-        typed = CachedStore(typed, name, object_cache_size, write_batch_size, cache_max_bytes)
-    return StoreStack(NullSafeStore(typed, name), engine, log_layer)
+        cache = CachedStore(typed, name, object_cache_size, write_batch_size, cache_max_bytes)
+        if large is not None:
+            large.on_drop = cache.refused_at  # a dropped value must not stay visible
+        typed = cache
+    return StoreStack(NullSafeStore(typed, name), engine, log_layer, cache, large)
 
 
 def build_store(

@@ -42,7 +42,8 @@ class IncomingMessageEnvelope:
 class OutgoingMessageEnvelope:
     """A message to send: ``stream`` is ``"kafka.<topic>"`` or a bare topic.
 
-    ``partition`` None means Kafka's default partitioner on the serialized key.
+    ``partition`` None: the job's partitioner (``job.partitioner``, default murmur2 as
+    Kafka's Java client) on the serialized key.
     """
 
     stream: str

@@ -97,13 +97,16 @@ class CommitProtocol:
         phase(self._deliver, "after-changelog-delivered")
         phase(self._checkpoint, "after-checkpoint-topic")
         phase(self._commit_transaction, "after-offsets-commit")
-        phase(lambda t: t.storage.after_commit(), "after-local-checkpoint")
+        phase(lambda t: t.after_commit(), "after-local-checkpoint")
         phase(self._begin)
         self._commit_offsets(live)
         elapsed = time.monotonic() - began
+        now = time.time()
         for t in live:
             t.metrics.commits += 1
             t.metrics.commit_s += elapsed
+            t.metrics.commit_seconds.observe(elapsed)
+            t.metrics.last_commit_time = now
             t.coordinator.commit_requested = False
         return failures
 

@@ -23,20 +23,26 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import socket
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from millpond.changelog.admin import OutputTopics, TopicAdmin, check_job_topics, store_topic
+from millpond import clients
+from millpond.changelog.admin import OutputTopics, TopicAdmin, check_job_topics
 from millpond.changelog.checkpoint import checkpoint_topic
+from millpond.changelog.generations import current_topics
 from millpond.changelog.guarantees import STATE_ISOLATION, Guarantee
 from millpond.changelog.producer import log_client_error
 from millpond.changelog.restore import FETCH_QUEUE_BACKOFF_MS, RestoreListener, restore_consumer
 from millpond.config import Config
+from millpond.metrics import Reporter, parse_reporters, start_reporters
+from millpond.partitioner import librdkafka_setting
+from millpond.sideinputs.runtime import SideInputs
 from millpond.tasks.commit import CommitFailure, CommitProtocol
 from millpond.tasks.deadletter import DeadLetterPolicy
-from millpond.tasks.errors import MessageError, TaskConfigError, TaskError
+from millpond.tasks.errors import MessageError, TaskError
 from millpond.tasks.instance import TaskInstance, log_task_summary
 from millpond.tasks.loading import load_restore_listener, load_task_class
 from millpond.tasks.membership import Membership
@@ -44,6 +50,10 @@ from millpond.tasks.opening import OpenContext, TaskOpener, open_task, reopen_ho
 from millpond.tasks.runloop import RunLoop
 from millpond.tasks.storage import serdes_for
 from millpond.tasks.streams import StreamSerdes
+from millpond.tasks.telemetry import RuntimeMetrics
+
+if TYPE_CHECKING:
+    from millpond.backup import StateBackups
 
 log = logging.getLogger("millpond.container")
 
@@ -64,24 +74,27 @@ class Container:
         for cfg in config.stores.values():
             serdes_for(config, cfg)  # a bad serde fails now, naming its key and line
         if not job.inputs:
-            raise TaskConfigError(f"{config.location('task.inputs')}: task.inputs is empty")
+            raise config.missing("task.inputs", "every job reads at least one input",
+                                 "task.inputs=kafka.page-views")
         self.inputs = [ref.topic for ref in job.inputs]
+        bootstrap = config.bootstrap_servers("kafka")
         system = config.systems.get("kafka")
-        bootstrap = system.bootstrap_servers if system else None
-        if not bootstrap:
-            raise TaskConfigError("systems.kafka.bootstrap.servers is not set")
         self._fatal: KafkaError | None = None
         self.client_conf: dict[str, Any] = {"bootstrap.servers": bootstrap,
                                             "error_cb": self._on_client_error}
         self.consumer_conf = {**self.client_conf, **(system.consumer if system else {})}
-        self.producer_conf = {**self.client_conf, **(system.producer if system else {})}
+        self.serdes = StreamSerdes(config)
+        self.side_inputs = SideInputs(config, self.consumer_conf, self.guarantee.isolation,
+                                      self.serdes.of_input)
+        self.inputs = self.side_inputs.task_inputs(self.inputs)
+        self.producer_conf = {**self.client_conf, "partitioner": librdkafka_setting(job.partitioner),
+                              **(system.producer if system else {})}
         self.bounded = bool(bounded if bounded is not None else config.get("task.bounded") == "true")
         self.listener = listener or load_restore_listener(config)
         self.status_every = status_every
         self.group_id = f"{job.name}-{job.id}"
         self.checkpoint_topic = checkpoint_topic(job.name, job.id)
         self.tasks: dict[int, TaskInstance] = {}
-        self.serdes = StreamSerdes(config)
         self._signals = 0
         self._stop_requested = False
         self.on_error = DeadLetterPolicy(config, lambda p: self.tasks[p].producer)
@@ -91,6 +104,13 @@ class Container:
         self.loop: RunLoop | None = None
         self.committer: CommitProtocol | None = None
         self.membership: Membership | None = None
+        self.backups: StateBackups | None = None
+        # Metrics reporters (metrics.reporters): validated now, started by run().
+        reporting = parse_reporters(config.properties)
+        self.metrics = (RuntimeMetrics(job.name, self.tasks, self.inputs,
+                                       lambda: self.opener) if reporting else None)
+        self._reporting = reporting
+        self.reporters: list[Reporter] = []
 
     def _on_client_error(self, err: KafkaError) -> None:
         log_client_error(err)
@@ -130,10 +150,12 @@ class Container:
         instance = self.tasks.pop(partition, None)
         if instance is None:
             return
+        if self.metrics is not None:
+            self.metrics.retire(instance)  # its counters outlive it
         try:
             instance.task.close()
         finally:
-            instance.storage.close()
+            instance.close_storage()
             instance.producer.abort_transaction(5)
             instance.producer.discard()
 
@@ -183,27 +205,41 @@ class Container:
             self._handle_signal(signum, None)
         if self._stop_requested:
             return  # stopped before it started: nothing to commit
-        changelogs = {store_topic(self.config, cfg): cfg for cfg in self.config.stores.values()
-                      if cfg.changelog is not None}
+        if self.metrics is not None:
+            self.reporters = start_reporters(self._reporting, self.metrics)
+        try:
+            self._run()
+        finally:
+            for reporter in self.reporters:
+                reporter.stop()
+
+    def _run(self) -> None:
         admin = TopicAdmin(self.client_conf)
+        self.restore_consumer = restore_consumer(self.consumer_conf, STATE_ISOLATION)
+        topics = current_topics(admin, self.restore_consumer, self.config, self.checkpoint_topic)
+        changelogs = {topics[name]: cfg for name, cfg in self.config.stores.items()
+                      if name in topics}
         task_count = check_job_topics(admin, self.inputs, changelogs, self.checkpoint_topic,
                                       self.on_error.topic)
-        self.restore_consumer = restore_consumer(self.consumer_conf, STATE_ISOLATION)
+        self.side_inputs.check_partitions(admin.partition_count, task_count)
         context = self._open_context(
             OutputTopics(admin, task_count, self.client_conf["bootstrap.servers"]))
+        self.backups = context.backups
         self.opener = TaskOpener(lambda p: open_task(context, p),
                                  reopen_hold_s(self.consumer_conf))
         self.membership = Membership(self.inputs, self.tasks, self.opener, self.commit,
                                      self._close_task)
         conf = {
             "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS,
+            # Names this process in the group (`millpond status` shows it as the owner).
+            "client.id": f"{self.group_id}@{socket.gethostname()}:{os.getpid()}",
             **self.consumer_conf, "group.id": self.group_id,
             "partition.assignment.strategy": "cooperative-sticky",
             "enable.auto.commit": False, "auto.offset.reset": "earliest",
             "isolation.level": self.guarantee.isolation,
             "enable.partition.eof": self.bounded,
         }
-        self.consumer = Consumer(conf)
+        self.consumer = clients.consumer(conf)
         self.committer = CommitProtocol(self.consumer, self.checkpoint_topic)
         job = self.config.job
         self.loop = RunLoop(
@@ -213,7 +249,8 @@ class Container:
             check=self._check, commit_every_s=job.commit_ms / 1000.0,
             window_every_s=job.window_ms / 1000.0 if job.window_ms > 0 else 0.0,
             bounded=self.bounded, status_every_s=self.status_every, task_count=task_count,
-            end_grace_s=int(conf.get("heartbeat.interval.ms", 3000)) / 1000.0 + 1.0)
+            end_grace_s=int(conf.get("heartbeat.interval.ms", 3000)) / 1000.0 + 1.0,
+            tick=self.metrics.refresh if self.metrics is not None else None)
         self.loop.stopping = self._stop_requested
         self.membership.subscribe(self.consumer)
         try:
@@ -232,7 +269,7 @@ class Container:
         return OpenContext(
             self.config, self.guarantee, self.task_class, self.inputs, self.producer_conf,
             self.group_id, self.checkpoint_topic, self.restore_consumer, self.serdes.of,
-            self.listener, outputs)
+            self.listener, outputs, self.side_inputs)
 
     def lag(self) -> dict[str, int]:
         """Messages left per task (high watermark minus next offset)."""
@@ -249,6 +286,8 @@ class Container:
             self.consumer.close()
         if self.restore_consumer is not None:
             self.restore_consumer.close()
+        if self.backups is not None:  # wait for uploads in flight while s3fs still works
+            self.backups.close()
 
 
 def run_job(config: Config, **kwargs: Any) -> Container:

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from millpond.changelog import local
-from millpond.changelog.admin import store_topic
 from millpond.changelog.checkpoint import read_offset_file, task_name
 from millpond.changelog.errors import CheckpointError
 from millpond.changelog.restore import read_range, watermarks
@@ -43,7 +42,7 @@ def describe(job: Job, store: str | None = None) -> tuple[list[PartitionInfo], d
         for cfg in job.stores(store):
             if cfg.changelog is None:
                 continue
-            topic = store_topic(job.config, cfg)
+            topic = job.changelog(cfg, checkpoints)
             conf = job.admin.topic_config(topic)
             settings[topic] = {k: conf[k] for k in ("cleanup.policy", "min.compaction.lag.ms",
                                                     "segment.bytes", "retention.ms") if k in conf}

@@ -22,3 +22,11 @@ class MessageError(TaskError):
             f"{type(cause).__name__}: {cause}. Nothing after offset {offset - 1} was committed; "
             "fix the task or set task.drop.deserialization.errors / task.dlq.stream."
         )
+
+
+class JobNeverRanError(TaskError):
+    """``millpond status`` found no checkpoint and no running process of the job."""
+
+
+class TopicCreateError(TaskError):
+    """``millpond topics create`` could not create a topic (names it and Kafka's reason)."""

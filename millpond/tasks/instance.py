@@ -13,6 +13,8 @@ from confluent_kafka import Message
 from millpond.changelog.checkpoint import Checkpoint, task_name
 from millpond.changelog.errors import OutputTopicError, ProducerFencedError, TransactionAbortedError
 from millpond.changelog.producer import TrackedProducer
+from millpond.metrics.histogram import DurationHistogram
+from millpond.sideinputs.reader import SideInputReader
 from millpond.tasks.api import IncomingMessageEnvelope, StreamTask, TaskCoordinator
 from millpond.tasks.collector import KafkaCollector
 from millpond.tasks.storage import TaskStorage
@@ -39,6 +41,8 @@ class TaskMetrics:
     commit_s: float = 0.0
     restored_records: int = 0
     restore_s: float = 0.0
+    commit_seconds: DurationHistogram = field(default_factory=DurationHistogram)
+    last_commit_time: float | None = None  # unix time of the last commit
 
     @property
     def process_latency_us(self) -> float:
@@ -55,6 +59,7 @@ class TaskInstance:
     producer: TrackedProducer
     collector: KafkaCollector
     next_offsets: dict[str, int]  # input topic -> next offset to process
+    side_inputs: SideInputReader | None = None  # the task's side-input stores, if any
     coordinator: TaskCoordinator = field(default_factory=TaskCoordinator)
     metrics: TaskMetrics = field(default_factory=TaskMetrics)
     last_window: float = field(default_factory=time.monotonic)
@@ -121,7 +126,23 @@ class TaskInstance:
     def checkpoint(self) -> Checkpoint:
         """This task's position now (call after its producer was flushed)."""
         return Checkpoint(self.name, self.partition, dict(self.next_offsets),
-                          self.storage.changelog_offsets(self.producer))
+                          self.storage.changelog_offsets(self.producer),
+                          self.side_inputs.offsets() if self.side_inputs is not None else {},
+                          dict(self.storage.topics))
+
+    def after_commit(self) -> None:
+        """The commit happened: checkpoint the local store directories."""
+        self.storage.after_commit()
+        if self.side_inputs is not None:
+            self.side_inputs.after_commit()
+
+    def close_storage(self) -> None:
+        """Close the side-input reader and the stores (no commit)."""
+        try:
+            if self.side_inputs is not None:
+                self.side_inputs.close()
+        finally:
+            self.storage.close()
 
 
 def log_task_summary(t: TaskInstance) -> None:

@@ -17,8 +17,8 @@ def load_task_class(config: Config) -> type[StreamTask]:
     """Import ``task.class`` (``package.module.ClassName``, importable from the cwd)."""
     path = config.job.task_class
     if not path:
-        raise TaskConfigError(f"{config.location('task.class')}: task.class is not set "
-                              "(e.g. task.class=myjobs.Counter)")
+        raise config.missing("task.class", "the job's millpond.StreamTask class",
+                             "task.class=myjobs.counter.Counter")
     cls = _import(config, "task.class", path)
     if not (isinstance(cls, type) and issubclass(cls, StreamTask)):
         raise TaskConfigError(f"{config.location('task.class')}: task.class={path} is not a "

@@ -6,12 +6,13 @@ same store locks as a running task, so they refuse to touch a store a job has op
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from confluent_kafka import Consumer
 
 from millpond.changelog import local
-from millpond.changelog.admin import TopicAdmin, store_topic
+from millpond.changelog.admin import TopicAdmin
 from millpond.changelog.checkpoint import (
     Checkpoint,
     checkpoint_topic,
@@ -19,10 +20,12 @@ from millpond.changelog.checkpoint import (
     task_name,
 )
 from millpond.changelog.errors import ChangelogError, CheckpointError
+from millpond.changelog.generations import job_topics, resolve
 from millpond.changelog.guarantees import STATE_ISOLATION, Guarantee
 from millpond.changelog.producer import TrackedProducer
 from millpond.changelog.restore import RestoreListener, RestoreStats, restore_consumer
 from millpond.config import Config, StoreConfig
+from millpond.partitioner import librdkafka_setting
 from millpond.tasks.storage import TaskStorage, open_engine
 
 
@@ -31,13 +34,12 @@ class Job:
 
     def __init__(self, config: Config) -> None:
         self.config = config
+        bootstrap = config.bootstrap_servers("kafka")
         system = config.systems.get("kafka")
-        bootstrap = system.bootstrap_servers if system else None
-        if not bootstrap:
-            raise ChangelogError("systems.kafka.bootstrap.servers is not set")
         self.client_conf: dict[str, Any] = {"bootstrap.servers": bootstrap}
         self.consumer_conf = {**self.client_conf, **(system.consumer if system else {})}
-        self.producer_conf = {**self.client_conf, **(system.producer if system else {})}
+        self.producer_conf = {**self.client_conf, "partitioner": librdkafka_setting(config.job.partitioner),
+                              **(system.producer if system else {})}
         self.guarantee = Guarantee(config.job.processing_guarantee)
         self.checkpoint_topic = checkpoint_topic(config.job.name, config.job.id)
         self.admin = TopicAdmin(self.client_conf)
@@ -55,9 +57,17 @@ class Job:
     def stores(self, only: str | None) -> list[StoreConfig]:
         return [self.store(only)] if only else list(self.config.stores.values())
 
+    def changelog(self, store: StoreConfig, checkpoints: Mapping[str, Checkpoint] | None = None,
+                  ) -> str:
+        """The store's changelog topic now: the checkpoints' generation, else the configured
+        one (``checkpoints``: the job's, read here if not given)."""
+        if checkpoints is None:
+            checkpoints = self.checkpoints()
+        return resolve(self.config, store, job_topics(checkpoints.values()))
+
     def partitions(self, store: StoreConfig) -> list[int]:
         """The store's partitions: its changelog's, else the first input's."""
-        topic = store_topic(self.config, store) if store.changelog else self.config.job.inputs[0].topic
+        topic = self.changelog(store) if store.changelog else self.config.job.inputs[0].topic
         n = self.admin.partition_count(topic)
         if n is None:
             raise ChangelogError(f"topic {topic} of store {store.name} does not exist")
@@ -68,7 +78,8 @@ class Job:
         topic = self.config.job.inputs[0].topic
         n = self.admin.partition_count(topic)
         if n is None:
-            raise ChangelogError(f"input topic {topic} does not exist")
+            raise ChangelogError(f"input topic {topic} does not exist; create it with "
+                                 "`millpond topics create --config ... --partitions N`")
         return list(range(n))
 
     def checkpoints(self) -> dict[str, Checkpoint]:
@@ -83,18 +94,31 @@ class Job:
 
 def restore(
     job: Job, store: str | None = None, partitions: list[int] | None = None, full: bool = False,
-    listener: RestoreListener | None = None,
+    listener: RestoreListener | None = None, from_backup: bool = False,
 ) -> list[RestoreStats]:
-    """Rebuild local stores from their changelogs as the job's guarantee prescribes."""
+    """Rebuild local stores from their changelogs as the job's guarantee prescribes; with
+    ``from_backup``, local state is wiped and each store starts from its newest usable
+    snapshot in ``job.state.backup.uri`` (then the changelog tail)."""
+    backups = None
+    if from_backup:
+        from millpond.backup import StateBackups
+
+        backups = StateBackups(job.config, upload=False)  # raises when no URI is set
+        full = True
     results: list[RestoreStats] = []
     checkpoints = job.checkpoints()
+    topics = job_topics(checkpoints.values())
     producer = TrackedProducer(job.producer_conf)
     consumer = job.consumer()
     try:
         for cfg in job.stores(store):
             if cfg.changelog is None:
                 continue
-            for p in partitions if partitions is not None else job.partitions(cfg):
+            topic = resolve(job.config, cfg, topics)
+            count = job.admin.partition_count(topic)
+            if partitions is None and count is None:
+                raise ChangelogError(f"changelog {topic} of store {cfg.name} does not exist")
+            for p in partitions if partitions is not None else range(count or 0):
                 live = local.store_dir(job.config.job.logged_store_base_dir, job.config.job.name,
                                        cfg.name, p)
                 if full:
@@ -103,7 +127,7 @@ def restore(
                 ckpt = checkpoints.get(task_name(p))
                 storage = TaskStorage.open(job.config, p, job.guarantee, producer, consumer,
                                            ckpt.changelogs if ckpt else None, listener,
-                                           only=cfg.name)
+                                           only=cfg.name, topics=topics, backups=backups)
                 try:
                     storage.after_commit()
                     rec = storage.stores[cfg.name].recovery
@@ -119,7 +143,7 @@ def restore(
 
 def set_checkpoint(job: Job, partition: int, inputs: dict[str, int]) -> Checkpoint:
     """Overwrite a task's input offsets in the checkpoint topic (job must be stopped)."""
-    if _group_active(job):
+    if group_active(job):
         raise CheckpointError(
             f"job {job.config.job.name} has live members in consumer group "
             f"{job.config.job.name}-{job.config.job.id}; stop every process before setting "
@@ -127,7 +151,9 @@ def set_checkpoint(job: Job, partition: int, inputs: dict[str, int]) -> Checkpoi
     current = job.checkpoints().get(task_name(partition))
     ckpt = Checkpoint(task_name(partition), partition,
                       {**(current.inputs if current else {}), **inputs},
-                      dict(current.changelogs) if current else {})
+                      dict(current.changelogs) if current else {},
+                      dict(current.side_inputs) if current else {},
+                      dict(current.topics) if current else {})
     job.admin.ensure_compacted(job.checkpoint_topic, len(job.partitions_of_inputs()),
                                what="checkpoint")
     producer = TrackedProducer(job.producer_conf)
@@ -136,7 +162,8 @@ def set_checkpoint(job: Job, partition: int, inputs: dict[str, int]) -> Checkpoi
     return ckpt
 
 
-def _group_active(job: Job) -> bool:
+def group_active(job: Job) -> bool:
+    """Whether the job's consumer group has live members (a process is running)."""
     group = f"{job.config.job.name}-{job.config.job.id}"
     futures = job.admin.admin.describe_consumer_groups([group])
     try:
@@ -163,7 +190,7 @@ def reseed_from_local(job: Job, store: str | None = None) -> dict[str, int]:
     for cfg in job.stores(store):
         if cfg.changelog is None or cfg.factory == "inmemory":
             continue
-        topic = store_topic(job.config, cfg)
+        topic = job.changelog(cfg, checkpoints)
         parts = job.partitions_of_inputs()
         job.admin.ensure_compacted(topic, len(parts), cfg.changelog_replication_factor,
                                    cfg.changelog_topic_config)

@@ -16,7 +16,7 @@ import logging
 import time
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import Consumer
 
@@ -25,15 +25,19 @@ from millpond.changelog.checkpoint import read_checkpoints, task_name
 from millpond.changelog.errors import ProducerFencedError, TransactionAbortedError
 from millpond.changelog.guarantees import Guarantee
 from millpond.changelog.producer import TrackedProducer
-from millpond.changelog.restore import RestoreListener, watermarks
+from millpond.changelog.restore import RestoreListener, RestoreStats, watermarks
 from millpond.config import Config
+from millpond.sideinputs.reader import SideInputReader
+from millpond.sideinputs.runtime import SideInputs
 from millpond.tasks.api import StreamTask, TaskContext
 from millpond.tasks.collector import KafkaCollector, SerdeLookup
 from millpond.tasks.instance import TaskInstance
 from millpond.tasks.storage import TaskStorage
 
-log = logging.getLogger("millpond.container")
+if TYPE_CHECKING:
+    from millpond.backup import StateBackups
 
+log = logging.getLogger("millpond.container")
 
 
 def reopen_hold_s(consumer_conf: dict[str, Any]) -> float:
@@ -60,6 +64,14 @@ class OpenContext:
     stream_serdes: SerdeLookup
     listener: RestoreListener | None = None
     outputs: OutputTopics | None = None
+    side_inputs: SideInputs | None = None
+    backups: StateBackups | None = None  # built from job.state.backup.* when not given
+
+    def __post_init__(self) -> None:
+        if self.backups is None and self.config.backup is not None:
+            from millpond.backup import state_backups
+
+            self.backups = state_backups(self.config)
 
     def new_producer(self, partition: int) -> TrackedProducer:
         """The task's transactional producer: one ``transactional.id`` per task, so a new
@@ -85,19 +97,26 @@ def open_task(ctx: OpenContext, partition: int) -> Opening:
         ckpt = checkpoints.get(task_name(partition))
         storage = yield from TaskStorage.open_steps(
             ctx.config, partition, ctx.guarantee, producer, ctx.restore_consumer,
-            ckpt.changelogs if ckpt else None, ctx.listener)
+            ckpt.changelogs if ckpt else None, ctx.listener,
+            side_checkpointed=dict(ckpt.side_inputs) if ckpt else {},
+            topics=ckpt.topics if ckpt else None, backups=ctx.backups)
+        side: SideInputReader | None = None
         try:
+            if ctx.side_inputs:  # bootstrapped before init() and the first message
+                side = yield from ctx.side_inputs.open_steps(partition, storage.stores)
             positions = start_positions(ctx.restore_consumer, ctx.inputs, partition,
                                         dict(ckpt.inputs) if ckpt else {})
             collector = KafkaCollector(producer, ctx.stream_serdes, outputs=ctx.outputs)
             instance = TaskInstance(partition, ctx.task_class(), storage, producer, collector,
-                                    positions)
+                                    positions, side_inputs=side)
             instance.metrics.restored_records += storage.restored_records
             instance.metrics.restore_s = time.monotonic() - began
             context = TaskContext(task_name(partition), partition, ctx.config,
                                   storage.user_stores())
             instance.task.init(context)
         except BaseException:
+            if side is not None:
+                side.close()
             storage.close()
             raise
     except BaseException:
@@ -142,6 +161,14 @@ class TaskOpener:
         self.hold_s = hold_s
         self._queue: dict[int, float] = {}  # partition -> monotonic time it may start
         self._current: tuple[int, Opening] | None = None
+        # The opening task's restores so far, per store (read by metrics): the last stats
+        # each store's restore yielded.
+        self.progress: dict[str, RestoreStats] = {}
+
+    @property
+    def opening(self) -> int | None:
+        """The partition whose task is being opened (restored) now, if any."""
+        return self._current[0] if self._current is not None else None
 
     @property
     def pending(self) -> set[int]:
@@ -183,9 +210,12 @@ class TaskOpener:
                 partition = min(due, key=lambda p: (self._queue[p], p))
                 del self._queue[partition]
                 self._current = (partition, self._open_steps(partition))
+                self.progress = {}
             partition, steps = self._current
             try:
-                next(steps)
+                step = next(steps)
+                if isinstance(step, RestoreStats):
+                    self.progress[step.store] = step
             except StopIteration as done:
                 self._current = None
                 ready.append(done.value)

@@ -38,6 +38,7 @@ class RunLoop:
         serdes_of: Callable[[str], tuple[Any, Any]], check: Callable[[], None],
         commit_every_s: float, window_every_s: float, bounded: bool, status_every_s: float,
         task_count: int = 0, end_grace_s: float = 4.0,
+        tick: Callable[[Consumer, float], None] | None = None,
     ) -> None:
         self.consumer = consumer
         self.tasks = tasks
@@ -55,6 +56,7 @@ class RunLoop:
         self.status_every = status_every_s
         self.task_count = task_count
         self.end_grace = end_grace_s
+        self._tick = tick  # called once per iteration (metrics refresh), if given
         self.stopping = False
         self.last_commit = time.monotonic()
         self._eof: set[tuple[str, int]] = set()
@@ -69,9 +71,8 @@ class RunLoop:
             now = time.monotonic()
             if now - last_status >= self.status_every:
                 done = sum(t.metrics.processed for t in self.tasks.values())
-                rate = (done - processed_at_status) / (now - last_status)
-                log.info("status: %.0f msg/s, tasks %s, opening %s, lag %s", rate,
-                         sorted(self.tasks), sorted(self.opener.pending), self.lag())
+                rate = max(0.0, (done - processed_at_status) / (now - last_status))
+                log.info("%s", self.status_line(rate))
                 last_status, processed_at_status = now, done
 
     def iterate(self) -> None:
@@ -85,6 +86,9 @@ class RunLoop:
                 for topic in self.inputs:
                     self._eof.discard((topic, instance.partition))
                 self._activate(instance)
+        for t in list(self.tasks.values()):  # side-input records that arrived meanwhile
+            if t.side_inputs is not None:
+                t.side_inputs.poll()
         self._dispatch(msgs)
         if msgs:
             crash_point("mid-batch")
@@ -110,6 +114,8 @@ class RunLoop:
             for t in tasks.values():
                 t.task.on_end_of_stream(t.collector, t.coordinator)
             self.stopping = True
+        if self._tick is not None:
+            self._tick(self.consumer, now)
 
     def _bounded_end(self, now: float) -> bool:
         """Every task here is at the end of its inputs. A process holding only some of the
@@ -171,16 +177,34 @@ class RunLoop:
 
     def lag(self) -> dict[str, int]:
         """Messages left per task (high watermark minus next offset), from cached watermarks."""
-        out = {}
-        for p, t in self.tasks.items():
-            total = 0
-            for topic in self.inputs:
-                try:
-                    _, high = self.consumer.get_watermark_offsets(
-                        TopicPartition(topic, p), cached=True)
-                except KafkaException:
-                    continue
-                if high >= 0:
-                    total += max(0, high - t.next_offsets.get(topic, 0))
-            out[t.name] = total
-        return out
+        return {t.name: sum(input_lag(self.consumer, self.inputs, p, t.next_offsets).values())
+                for p, t in self.tasks.items()}
+
+    def status_line(self, rate: float) -> str:
+        """One readable line: rate, total lag (and the task furthest behind), tasks."""
+        lag = self.lag()
+        total = sum(lag.values())
+        worst = max(lag.items(), key=lambda kv: kv[1]) if lag else None
+        behind = f" (most: {worst[0]} {worst[1]:,})" if worst and worst[1] and len(lag) > 1 else ""
+        opening = sorted(self.opener.pending)
+        tasks = ", ".join(str(p) for p in sorted(self.tasks)) or "none"
+        more = f", opening {', '.join(map(str, opening))}" if opening else ""
+        return (f"status: {rate:,.0f} msg/s, lag {total:,} msgs{behind}, "
+                f"{len(self.tasks)} tasks [{tasks}]{more}")
+
+
+def input_lag(consumer: Consumer, inputs: list[str], partition: int,
+              next_offsets: dict[str, int]) -> dict[str, int]:
+    """Messages between each input's next offset and its partition end, from the consumer's
+    cached watermarks (updated by every fetch: no broker round trip); inputs whose end is
+    not known yet are left out."""
+    out: dict[str, int] = {}
+    for topic in inputs:
+        try:
+            _, high = consumer.get_watermark_offsets(TopicPartition(topic, partition),
+                                                     cached=True)
+        except (KafkaException, RuntimeError):
+            continue
+        if high >= 0:
+            out[topic] = max(0, high - next_offsets.get(topic, 0))
+    return out

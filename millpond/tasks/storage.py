@@ -9,26 +9,33 @@ from __future__ import annotations
 
 import logging
 import tempfile
-from collections.abc import Generator
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import Consumer
 
 from millpond.changelog import local
-from millpond.changelog.admin import store_topic
 from millpond.changelog.checkpoint import StoreOffset, clear_offset_file, write_offset_file
+from millpond.changelog.generations import resolve
 from millpond.changelog.guarantees import Guarantee
 from millpond.changelog.logged import LoggedStore
 from millpond.changelog.producer import TrackedProducer
 from millpond.changelog.recovery import RecoveryResult, recover_store_steps
-from millpond.changelog.restore import RestoreListener, RestoreStats, run_steps
+from millpond.changelog.restore import RestoreListener, RestoreStats, run_steps, watermarks
+from millpond.changelog.snapshots import RemoteSnapshots
 from millpond.config import Config, StoreConfig
 from millpond.serdes import build_serde
+from millpond.sideinputs.local import open_store_engine
+from millpond.sideinputs.readonly import ReadOnlyStore
 from millpond.stores import InMemoryEngine, RocksDbEngine, RocksDbOptions, build_stack
 from millpond.stores.api import KeyValueStore, StorageEngine
+from millpond.stores.cached import CachedStore
+
+if TYPE_CHECKING:
+    from millpond.backup import StateBackups
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +68,9 @@ class OpenStore:
     lock: local.StoreLock | None
     offset: int  # last changelog offset the engine reflects as of the last commit
     recovery: RecoveryResult | None = None
+    # side-input stores: the side-input offsets to resume at (None: from their start)
+    side_start: dict[str, int] | None = None
+    cache: CachedStore[Any, Any] | None = None  # the object cache (its hit/miss counters)
 
 
 @dataclass
@@ -69,16 +79,29 @@ class TaskStorage:
 
     partition: int
     stores: dict[str, OpenStore] = field(default_factory=dict)
+    # the checkpoint's store -> changelog topic overrides, carried into every new checkpoint
+    topics: dict[str, str] = field(default_factory=dict)
+    backups: StateBackups | None = None  # state backups (job.state.backup.uri), if on
 
     @classmethod
     def open_steps(
         cls, config: Config, partition: int, guarantee: Guarantee, producer: TrackedProducer | None,
         restore_consumer: Consumer, checkpointed: dict[str, int] | None,
         listener: RestoreListener | None = None, only: str | None = None,
+        side_checkpointed: dict[str, dict[str, int]] | None = None,
+        topics: Mapping[str, str] | None = None,
+        backups: StateBackups | None = None,
     ) -> Generator[RestoreStats, None, TaskStorage]:
         """Lock, recover and layer every store of the task (or just ``only``), yielding
-        after each restored batch; closing the generator early releases what it opened."""
-        storage = cls(partition)
+        after each restored batch; closing the generator early releases what it opened.
+
+        ``side_checkpointed``: the checkpoint's side-input offsets (the runtime passes a
+        dict, checking side-input stores against it); None (offline tools) opens
+        side-input stores as they are. ``topics``: the checkpoint's store -> changelog topic
+        (a rescaled store's generation); a store not in it uses its configured topic. With
+        ``backups``, a lost store may start from a remote snapshot and commits' checkpoints
+        are uploaded."""
+        storage = cls(partition, topics=dict(topics or {}), backups=backups)
         try:
             for name, cfg in config.stores.items():
                 if only is not None and name != only:
@@ -86,6 +109,9 @@ class TaskStorage:
                 storage.stores[name] = yield from _open_store(
                     config, cfg, partition, guarantee, producer, restore_consumer,
                     (checkpointed or {}).get(name), listener,
+                    None if side_checkpointed is None else side_checkpointed.get(name, {}),
+                    storage.topics,
+                    backups.remote_for(cfg) if backups is not None else None,
                 )
         except BaseException:
             storage.close()
@@ -97,10 +123,13 @@ class TaskStorage:
         cls, config: Config, partition: int, guarantee: Guarantee, producer: TrackedProducer | None,
         restore_consumer: Consumer, checkpointed: dict[str, int] | None,
         listener: RestoreListener | None = None, only: str | None = None,
+        topics: Mapping[str, str] | None = None,
+        backups: StateBackups | None = None,
     ) -> TaskStorage:
         """:meth:`open_steps` run to the end (offline tools)."""
         return run_steps(cls.open_steps(config, partition, guarantee, producer,
-                                        restore_consumer, checkpointed, listener, only))
+                                        restore_consumer, checkpointed, listener, only,
+                                        topics=topics, backups=backups))
 
     @property
     def restored_records(self) -> int:
@@ -113,7 +142,9 @@ class TaskStorage:
         return sum(s.recovery.trimmed for s in self.stores.values() if s.recovery)
 
     def user_stores(self) -> dict[str, KeyValueStore[Any, Any]]:
-        return {name: s.store for name, s in self.stores.items()}
+        """The stores as the task sees them (side-input stores read-only)."""
+        return {name: ReadOnlyStore(s.store, name) if s.config.side_inputs else s.store
+                for name, s in self.stores.items()}
 
     def flush(self) -> None:
         """Write cached writes down to the engines (flushing their memtables) and the
@@ -150,6 +181,9 @@ class TaskStorage:
             write_offset_file(s.live, offset)
             if s.logged is not None:
                 s.logged.mark_clean()
+            if self.backups is not None:
+                self.backups.after_checkpoint(s.config, s.topic, self.partition,
+                                              local.checkpoint_dir(s.live), s.offset)
 
     def close(self) -> None:
         """Close engines and release locks (no flush: the caller commits first if it wants)."""
@@ -166,7 +200,8 @@ class TaskStorage:
 def _open_store(
     config: Config, cfg: StoreConfig, partition: int, guarantee: Guarantee,
     producer: TrackedProducer | None, consumer: Consumer, checkpointed: int | None,
-    listener: RestoreListener | None,
+    listener: RestoreListener | None, side_checkpointed: dict[str, int] | None = None,
+    topics: Mapping[str, str] | None = None, remote: RemoteSnapshots | None = None,
 ) -> Generator[RestoreStats, None, OpenStore]:
     key_serde, msg_serde = serdes_for(config, cfg)
     persistent = cfg.factory != "inmemory"
@@ -177,18 +212,24 @@ def _open_store(
         lock = local.StoreLock(live)
         lock.acquire()
     try:
-        if cfg.changelog is None:
+        side_start = None
+        if cfg.side_inputs and side_checkpointed is not None:  # trusted only as checkpointed
+            engine, side_start = open_store_engine(
+                cfg.name, live, side_checkpointed, [r.topic for r in cfg.side_inputs],
+                lambda: open_engine(cfg, live), lambda t: watermarks(consumer, t, partition))
+            recovery, topic, offset = None, None, -1
+        elif cfg.changelog is None:
             engine = open_engine(cfg, live)
             recovery = None
             topic = None
             offset = -1
         else:
-            topic = store_topic(config, cfg)
+            topic = resolve(config, cfg, topics)
             engine, recovery = yield from recover_store_steps(
                 store=cfg.name, live=live, open_engine=lambda: open_engine(cfg, live),
                 topic=topic, partition=partition, guarantee=guarantee,
                 checkpointed=checkpointed, consumer=consumer, producer=producer,
-                listener=listener,
+                listener=listener, remote=remote,
             )
             offset = recovery.offset
         log_layer = None
@@ -198,9 +239,10 @@ def _open_store(
                                 on_dirty=on_dirty)
         stack = build_stack(cfg.name, engine, key_serde, msg_serde, cfg.object_cache_size,
                             cfg.write_batch_size, cache_max_bytes=cfg.object_cache_max_bytes,
-                            logged=log_layer)
+                            logged=log_layer, large_messages=cfg.large_messages,
+                            max_message_size=cfg.max_message_size)
         return OpenStore(cfg, topic, live, engine, stack.logged, stack.store, lock, offset,
-                         recovery)
+                         recovery, side_start, stack.cache)
     except BaseException:
         if lock is not None:
             lock.release()

@@ -2,9 +2,10 @@
 
 It times nothing: it checks that `python -m benchmarks.run` produces its inputs, measures the
 raw consume and consume + JSON-decode ceilings, runs the millpond count at every guarantee on
-the uniform topic and on the skewed (Zipf) topic (20k messages over 10k users), and the
-peak-RSS count over 10k users, verifies each final state against the reference and writes
-results.json, results.md and readme-table.md (in a temp dir, never over benchmarks/results.*).
+the uniform topic (effectively-once once more with the Prometheus reporter on) and on the
+skewed (Zipf) topic (20k messages over 10k users), and the peak-RSS count over 10k users,
+verifies each final state against the reference and writes results.json, results.md and
+readme-table.md (in a temp dir, never over benchmarks/results.*).
 """
 
 from __future__ import annotations
@@ -58,6 +59,14 @@ def test_quick_run_writes_correct_results(kafka_bootstrap: str, tmp_path: Path) 
 
     for guarantee in GUARANTEES:
         _good(results["count"][f"millpond {guarantee}"], 20_000, 2_000)
+    # The count once more with the Prometheus reporter on, scraped while it ran; its cost is
+    # a target (pass or miss: --quick sizes time nothing) and a row of the README table.
+    on = results["count"][report.METRICS_KEY]
+    _good(on, 20_000, 2_000)
+    assert on["runs"][0]["metrics"]["scrapes"] >= 1
+    assert on["runs"][0]["metrics"]["last_scrape_bytes"] > 1000
+    cost = next(t for t in results["targets"] if "Prometheus reporter: cost <= 3%" in t["target"])
+    assert cost["status"] in ("pass", "miss") and cost["goal"] == 0.03 and cost["row"]
 
     # The skewed topic: its keys are the seeded Zipf draw, counted exactly at every guarantee.
     skew = results["skew"]
@@ -94,10 +103,12 @@ def test_quick_run_writes_correct_results(kafka_bootstrap: str, tmp_path: Path) 
 
     markdown = (out / "results.md").read_text()
     assert "count: millpond exactly-once" in markdown
+    assert f"count: {report.METRICS_KEY}" in markdown
     assert "skewed count: millpond exactly-once" in markdown
     assert "**WRONG**" not in markdown and "FAILED" not in markdown
     table = (out / "readme-table.md").read_text()
     assert table.startswith(report.README_BEGIN) and table.rstrip().endswith(report.README_END)
     assert table.count("| workload |") == 1  # one table
     assert "Zipf 1.1" in table and "CPU steal" in table and "load average" in table
+    assert "Prometheus reporter on (scraped every 1 s)" in table and "cost <= 3%: " in table
     assert results["meta"]["command"] in table

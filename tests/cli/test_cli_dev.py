@@ -141,3 +141,19 @@ def test_dev_kafka_start_refuses_a_port_in_use(tmp_path: Path) -> None:
         assert not (tmp_path / "k" / "broker.json").exists()
         with socket.create_connection(("127.0.0.1", port), timeout=5):
             pass  # still listening
+
+
+def test_kafka_cluster_ids_never_start_with_a_dash(monkeypatch: pytest.MonkeyPatch) -> None:
+    """kafka-storage format -t takes an id starting with "-" for an option (a CI run's broker
+    never formatted): such ids are drawn again, as Kafka's own Uuid.randomUuid() does."""
+    import base64
+    import uuid
+
+    from millpond.dev import kafka
+
+    dash = uuid.UUID(bytes=base64.urlsafe_b64decode("-" + "A" * 21 + "=="))
+    draws = iter([dash, dash, uuid.UUID(int=7)])
+    monkeypatch.setattr(kafka.uuid, "uuid4", lambda: next(draws))
+    assert kafka._kafka_uuid() == base64.urlsafe_b64encode(uuid.UUID(int=7).bytes).decode().rstrip("=")
+    monkeypatch.undo()
+    assert all(not kafka._kafka_uuid().startswith("-") for _ in range(2000))

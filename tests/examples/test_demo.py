@@ -1,9 +1,9 @@
 """``make demo`` end to end, against the test's private broker instead of 127.0.0.1:9092.
 
-The demo runs as ``make demo`` runs it (``python -m examples.demo``) with three options:
-``--bootstrap`` (the test's broker), ``--state-dir`` (a tmp dir) and ``--no-spark-audit``
+The demo runs as ``make demo`` runs it (``python -m examples.demo``) with four options:
+``--bootstrap`` (the test's broker), ``--state-dir`` (a tmp dir), ``--no-spark-audit``
 (Spark's start-up alone would take most of a minute; ``millpond spark audit`` has tests of its
-own under tests/spark).
+own under tests/spark) and ``--metrics-port 0`` (the jobs serve Prometheus metrics).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def run_demo(bootstrap: str, state: Path, timeout: float = 180) -> tuple[int, st
     """Run the demo to its end (its process group is killed if it overruns ``timeout``)."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "examples.demo", "--bootstrap", bootstrap,
-         "--state-dir", str(state), "--no-spark-audit"],
+         "--state-dir", str(state), "--no-spark-audit", "--metrics-port", "0"],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True)
     try:
@@ -60,6 +60,9 @@ def test_demo_passes_against_the_test_broker(kafka_bootstrap: str, tmp_path: Pat
     users = re.search(r"demo: PASS (\d+)/(\d+) users and (\d+) hourly counts match", verdict)
     assert users is not None and users[1] == users[2] and int(users[1]) > 0, verdict
     assert "spark audit skipped (--no-spark-audit)" in verdict
+    # --metrics-port turned the Prometheus reporter on in both job runs (port 0: a free one).
+    assert len(re.findall(r"metrics: Prometheus metrics at http://127\.0\.0\.1:[1-9]\d*/metrics",
+                          out)) == 2, out[-6000:]
 
     # It ran against the test's broker with its stores under tmp_path: the lost store it
     # deleted in step 3 was there, and passing removed the run's state and topics.

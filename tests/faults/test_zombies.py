@@ -9,7 +9,7 @@ changelogs and processes to the end; its two stores must match the producer's ac
 input exactly (per partition), and under exactly-once so must the output. No process may
 exit by itself or log a traceback.
 
-`make test` runs one seed per guarantee; `make faults` (--faults-full) runs SEEDS_FULL seeds
+`make test-faults` runs one seed per guarantee; `make faults` (--faults-full) runs SEEDS_FULL seeds
 per guarantee with longer chaos. A second test joins a process while another restores a
 store of 300k (1M under --faults-full) changelog records.
 """
@@ -59,7 +59,7 @@ RUNS_LOG = REPO / "benchmarks" / "out" / "zombies-runs.jsonl"
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """One seed per guarantee for `make test`, SEEDS_FULL under --faults-full."""
+    """One seed per guarantee for `make test-faults`, SEEDS_FULL under --faults-full."""
     if "zombie_case" not in metafunc.fixturenames:
         return
     full = metafunc.config.getoption("--faults-full")

@@ -123,7 +123,7 @@ def test_overrides_win_and_are_located(tmp_path: Path) -> None:
     assert config.job.commit_ms == 2000
     assert config.location("task.commit.ms") == "override"
     assert config.location("job.name") == f"{tmp_path / 'job.properties'}:1"
-    assert config.location("not.set") == "<default>"
+    assert config.location("not.set") == str(tmp_path / "job.properties")  # not set: the file
     assert config.get("new.key") == " spaced value" and config.get("empty") == ""
     assert config.get("not.set", "d") == "d" and config.get("not.set") is None
 
@@ -325,7 +325,7 @@ def test_serde_spec_builtin_short_name(tmp_path: Path) -> None:
     config = load(tmp_path, "job.name=x\n" + STORE)
     assert config.serde_spec("json", "stores.s.msg.serde") == SerdeSpec(
         "json", "json", {}, f"{tmp_path / 'job.properties'}:4")
-    assert config.serde_spec("long").location == "<default>"
+    assert config.serde_spec("long").location == str(tmp_path / "job.properties")
 
 
 def test_builtin_serde_with_registry_params(tmp_path: Path) -> None:

@@ -18,9 +18,12 @@ from millpond.serdes import (
     IntegerSerde,
     JsonSerde,
     LongSerde,
+    SamzaIntegerSerde,
+    SamzaLongSerde,
     Serde,
     SerdeError,
     StringSerde,
+    UUIDSerde,
     build_serde,
 )
 
@@ -226,8 +229,11 @@ def test_build_serde_short_names(factory: str, cls: type) -> None:
     [
         ("org.apache.samza.serializers.StringSerdeFactory", StringSerde),
         ("org.apache.samza.serializers.JsonSerdeFactory", JsonSerde),
-        ("org.apache.samza.serializers.IntegerSerdeFactory", IntegerSerde),
-        ("org.apache.samza.serializers.LongSerdeFactory", LongSerde),
+        # Samza's two's complement layout, not millpond's order-preserving integer/long
+        ("org.apache.samza.serializers.IntegerSerdeFactory", SamzaIntegerSerde),
+        ("org.apache.samza.serializers.LongSerdeFactory", SamzaLongSerde),
+        ("org.apache.samza.serializers.ByteBufferSerdeFactory", BytesSerde),
+        ("org.apache.samza.serializers.UUIDSerdeFactory", UUIDSerde),
         ("org.apache.samza.serializers.DoubleSerdeFactory", DoubleSerde),
         ("org.apache.samza.serializers.ByteSerdeFactory", BytesSerde),
         ("org.apache.samza.serializers.BytesSerdeFactory", BytesSerde),
@@ -304,7 +310,7 @@ def test_build_serde_dotted_path_to_an_instance() -> None:
     ("factory", "message"),
     [
         ("strnig", "unknown serde factory 'strnig'"),
-        ("org.apache.samza.serializers.SerializableSerdeFactory", "cannot import"),
+        ("org.apache.samza.serializers.SerializableSerdeFactory", "not supported: Java"),
         ("no_such_module_xyz.Serde", "cannot import 'no_such_module_xyz.Serde'"),
         (dotted("Missing"), "cannot import"),
         (dotted("NOT_A_SERDE"), "did not give a serde"),

@@ -475,6 +475,8 @@ EVERY_ENGINE_KEY = {
     "rocksdb.compaction.style": "level",
     "rocksdb.max.log.file.size.bytes": "1048576",
     "rocksdb.keep.log.file.num": "5",
+    "rocksdb.delete.obsolete.files.period.micros": "60000000",
+    "rocksdb.max.manifest.file.size": "4194304",
 }
 
 
@@ -554,6 +556,8 @@ def test_every_engine_key_in_the_config_reaches_rocksdb(tmp_path: Path) -> None:
     assert "ttl=2;" in cf["compaction_filter_factory"]
     assert db_opts["max_log_file_size"] == "1048576"  # rocksdb.max.log.file.size.bytes
     assert db_opts["keep_log_file_num"] == "5"  # rocksdb.keep.log.file.num
+    assert db_opts["delete_obsolete_files_period_micros"] == "60000000"
+    assert db_opts["max_manifest_file_size"] == "4194304"  # rocksdb.max.manifest.file.size
 
     # What the SST files show: ~7 filter bits per key, data blocks of ~16 KiB (uncompressed).
     assert table["# entries"] == 20_000

@@ -24,6 +24,8 @@ from millpond.stores.errors import StoreClosedError, StoreError
 
 __all__ = ["RocksDbEngine", "RocksDbOptions"]
 
+STATS_PROPERTIES = ("estimate-num-keys", "live-sst-files-size", "cur-size-all-mem-tables")
+
 
 class RocksDbEngine:
     """One RocksDB database in directory ``path`` (created if missing)."""
@@ -227,6 +229,21 @@ class RocksDbEngine:
         except Exception as exc:
             raise StoreError(f"cannot destroy RocksDB store at {self.path}: {exc}") from exc
         shutil.rmtree(self.path, ignore_errors=True)
+
+    def stats(self) -> dict[str, int]:
+        """RocksDB's estimate-num-keys, live-sst-files-size and cur-size-all-mem-tables
+        properties (keys with ``_``), for metrics; empty once closed."""
+        if self._closed:
+            return {}
+        out: dict[str, int] = {}
+        for prop in STATS_PROPERTIES:
+            try:
+                value = self._db.property_int_value(f"rocksdb.{prop}")
+            except Exception:  # noqa: BLE001 - closed meanwhile: report what was read
+                break
+            if value is not None:
+                out[prop.replace("-", "_")] = int(value)
+        return out
 
     @property
     def closed(self) -> bool:

@@ -74,8 +74,19 @@ class RocksDbOptions:
     ttl_ms: int | None = None  # entries older than this vanish at compaction; None/<=0 = keep
     max_log_file_size_bytes: int = 64 * MiB  # RocksDB's info LOG rolls at this size; 0 = never
     keep_log_file_num: int = 2  # info LOG files kept (the current one and rolled ones)
+    # Samza's rocksdb.delete.obsolete.files.period.micros (RocksDB's default: 6 h) and
+    # rocksdb.max.manifest.file.size (Samza's default: 1 GiB); None = RocksDB's default.
+    delete_obsolete_files_period_micros: int | None = None
+    max_manifest_file_size: int | None = None
 
     def __post_init__(self) -> None:
+        for name, number in (
+            ("rocksdb.delete.obsolete.files.period.micros",
+             self.delete_obsolete_files_period_micros),
+            ("rocksdb.max.manifest.file.size", self.max_manifest_file_size),
+        ):
+            if number is not None and number < 0:
+                raise StoreConfigError(f"{name}: must be >= 0, got {number}")
         if self.compression in UNUSABLE_COMPRESSIONS:
             raise StoreConfigError(
                 f"rocksdb.compression: {self.compression!r} is not supported: "
@@ -143,6 +154,9 @@ class RocksDbOptions:
                 "rocksdb.max.log.file.size.bytes", int, d.max_log_file_size_bytes
             ),
             keep_log_file_num=get("rocksdb.keep.log.file.num", int, d.keep_log_file_num),
+            delete_obsolete_files_period_micros=get(
+                "rocksdb.delete.obsolete.files.period.micros", int, None),
+            max_manifest_file_size=get("rocksdb.max.manifest.file.size", int, None),
         )
 
     @property
@@ -162,6 +176,10 @@ class RocksDbOptions:
         opts.set_max_write_buffer_number(self.num_write_buffers)
         opts.set_max_log_file_size(self.max_log_file_size_bytes)
         opts.set_keep_log_file_num(self.keep_log_file_num)
+        if self.delete_obsolete_files_period_micros is not None:
+            opts.set_delete_obsolete_files_period_micros(self.delete_obsolete_files_period_micros)
+        if self.max_manifest_file_size is not None:
+            opts.set_max_manifest_file_size(self.max_manifest_file_size)
         table = BlockBasedOptions()
         table.set_block_size(self.block_size_bytes)
         table.set_block_cache(Cache(self.block_cache_size_bytes))

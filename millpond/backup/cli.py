@@ -1,0 +1,76 @@
+"""``millpond backup list|verify``: the snapshots of a job's store partitions."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from millpond.backup.errors import BackupError
+from millpond.backup.location import BackupLocation
+
+
+def _location(config_path: Path, overrides: tuple[str, ...]) -> tuple[BackupLocation, list[str]]:
+    from millpond.config import Config, ConfigError
+
+    try:
+        config = Config.load(config_path, overrides)
+        location = BackupLocation.from_config(config)
+    except (ConfigError, BackupError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    return location, [c.name for c in config.stores.values() if c.backup_enabled]
+
+
+def _partitions(location: BackupLocation, store: str) -> list[int]:
+    root = f"{location.root}/{store}"
+    names = [e["name"].rstrip("/").rsplit("/", 1)[-1] for e in location._ls(root)]
+    return sorted(int(n.split("-", 1)[1]) for n in names if n.startswith("partition-"))
+
+
+_config = click.option("--config", "config_path", required=True,
+                       type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                       help="The job's .properties file.")
+_override = click.option("--config-override", "overrides", multiple=True, metavar="KEY=VALUE",
+                         help="Override one config key (repeatable).")
+
+
+@click.group()
+def backup() -> None:
+    """List and verify state snapshots in job.state.backup.uri."""
+
+
+@backup.command("list")
+@_config
+@_override
+def backup_list(config_path: Path, overrides: tuple[str, ...]) -> None:
+    """Snapshots per store partition: id, changelog offset, time, bytes, files."""
+    location, stores = _location(config_path, overrides)
+    click.echo(f"{'store':<16} {'part':>4} {'snapshot':<34} {'offset':>10} "
+               f"{'created (UTC)':<20} {'bytes':>12} {'files':>5}")
+    for store in stores:
+        for p in _partitions(location, store):
+            for m in location.manifests(store, p):
+                created = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(m.created_ms / 1000))
+                click.echo(f"{store:<16} {p:>4} {m.id:<34} {m.offset:>10} {created:<20} "
+                           f"{m.size:>12} {len(m.files):>5}")
+
+
+@backup.command("verify")
+@_config
+@_override
+def backup_verify(config_path: Path, overrides: tuple[str, ...]) -> None:
+    """Read every file of every snapshot and check sizes and SHA-256; exit 1 if any is bad."""
+    location, stores = _location(config_path, overrides)
+    bad = 0
+    for store in stores:
+        for p in _partitions(location, store):
+            for m in location.manifests(store, p):
+                problems = location.verify(m)
+                bad += bool(problems)
+                state = "ok" if not problems else "BAD: " + "; ".join(problems)
+                click.echo(f"{store} partition {p} snapshot {m.id} (offset {m.offset}): {state}")
+    if bad:
+        click.echo(f"{bad} bad snapshot(s)", err=True)
+        sys.exit(1)

@@ -1,0 +1,15 @@
+"""Errors of state backups."""
+
+from __future__ import annotations
+
+
+class BackupError(Exception):
+    """A backup could not be made, read or used."""
+
+
+class BackupUnavailableError(BackupError):
+    """The backup URI cannot be reached (or its filesystem library is missing)."""
+
+
+class SnapshotCorruptError(BackupError):
+    """A snapshot's manifest or files do not match (size, checksum, missing file)."""

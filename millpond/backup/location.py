@@ -1,0 +1,260 @@
+"""A job's snapshots under one fsspec URL: upload, list, prune, fetch and verify.
+
+Layout, per store partition (``<uri>/<job>-<id>/<store>/partition-<N>/``):
+
+* ``sst/<number>-<sha256 prefix>.sst``: SST files, immutable and shared by snapshots. The
+  content hash is in the name because SST numbers restart when a store is rebuilt from
+  its changelog, so a number alone does not name one content;
+* ``snapshots/<id>/``: the small files of one checkpoint (``MANIFEST-*``, ``CURRENT``,
+  ``OPTIONS-*``, the WAL, ``OFFSET``...), and ``snapshot.json`` (:mod:`.manifest`),
+  written last: a snapshot directory without it is an interrupted upload, never used.
+
+The same code serves ``file://`` and ``s3://`` (s3fs) and any other fsspec filesystem.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from millpond.backup.errors import BackupUnavailableError, SnapshotCorruptError
+from millpond.backup.manifest import MANIFEST, FileEntry, Manifest, sha256_file
+from millpond.changelog import local
+from millpond.changelog.checkpoint import task_name
+from millpond.changelog.snapshots import SnapshotRef
+from millpond.config import BackupConfig, Config
+
+log = logging.getLogger(__name__)
+
+# s3fs/botocore wait 60 s per connection attempt by default: a backup falling behind is
+# better than a task open stalled by an unreachable bucket. Options given by the user win.
+S3_DEFAULTS: dict[str, Any] = {
+    "config_kwargs": {"connect_timeout": 5, "read_timeout": 30,
+                      "retries": {"max_attempts": 2, "mode": "standard"}},
+}
+
+HashCache = dict[tuple[int, int, int, int], str]
+
+
+def _filesystem(uri: str, options: dict[str, Any]) -> tuple[Any, str]:
+    try:
+        from fsspec.core import url_to_fs
+    except ImportError as exc:
+        raise BackupUnavailableError(
+            "job.state.backup.uri needs fsspec (and s3fs for s3://): "
+            "pip install 'millpond[s3]'") from exc
+    opts = dict(options)
+    if uri.startswith(("s3://", "s3a://")):
+        opts = {**S3_DEFAULTS, **opts}
+    try:
+        return url_to_fs(uri, **opts)
+    except (ImportError, ValueError) as exc:
+        raise BackupUnavailableError(f"backup URI {uri}: {exc}") from exc
+
+
+class BackupLocation:
+    """The snapshots of one job under ``uri``; implements
+    :class:`millpond.changelog.snapshots.RemoteSnapshots`."""
+
+    def __init__(self, uri: str, job: str, options: dict[str, Any] | None = None) -> None:
+        self.uri = uri
+        self.fs, root = _filesystem(uri, options or {})
+        self.local = "file" in (self.fs.protocol if isinstance(self.fs.protocol, tuple)
+                                else (self.fs.protocol,))
+        self.root = f"{root.rstrip('/')}/{job}"
+
+    @classmethod
+    def from_config(cls, config: Config, backup: BackupConfig | None = None) -> BackupLocation:
+        """The location ``job.state.backup.*`` names for ``config``'s job."""
+        backup = backup or config.backup
+        if backup is None:
+            raise BackupUnavailableError("job.state.backup.uri is not set")
+        return cls(backup.uri, f"{config.job.name}-{config.job.id}", backup.options)
+
+    # -- paths ------------------------------------------------------------------------------
+    def partition_root(self, store: str, partition: int) -> str:
+        return f"{self.root}/{store}/{task_name(partition)}"
+
+    def _put(self, src: Path, dest: str) -> None:
+        if self.local:
+            self.fs.makedirs(dest.rsplit("/", 1)[0], exist_ok=True)
+        self.fs.put_file(str(src), dest)
+
+    def put_bytes(self, path: str, data: bytes) -> None:
+        """Write ``data`` to the remote ``path`` (a full path under :attr:`root`)."""
+        if self.local:
+            self.fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+        self.fs.pipe_file(path, data)
+
+    def _ls(self, path: str) -> list[dict[str, Any]]:
+        self.fs.invalidate_cache(path)
+        try:
+            return list(self.fs.ls(path, detail=True))
+        except FileNotFoundError:
+            return []
+
+    # -- listing ----------------------------------------------------------------------------
+    def snapshot_ids(self, store: str, partition: int) -> list[str]:
+        """Every snapshot directory (complete or not), oldest id first."""
+        base = f"{self.partition_root(store, partition)}/snapshots"
+        return sorted(e["name"].rstrip("/").rsplit("/", 1)[-1] for e in self._ls(base)
+                      if e.get("type") == "directory")
+
+    def manifest(self, store: str, partition: int, snapshot_id: str) -> Manifest | None:
+        """The manifest of a snapshot; None if it has none (an interrupted upload)."""
+        path = f"{self.partition_root(store, partition)}/snapshots/{snapshot_id}/{MANIFEST}"
+        try:
+            data = self.fs.cat_file(path)
+        except FileNotFoundError:
+            return None
+        return Manifest.from_bytes(data, f"{self.uri} {store} partition {partition} "
+                                         f"snapshot {snapshot_id}")
+
+    def manifests(self, store: str, partition: int) -> list[Manifest]:
+        """Complete snapshots, newest (highest offset, then latest) first. An unreadable
+        manifest is skipped with a warning."""
+        out: list[Manifest] = []
+        for sid in self.snapshot_ids(store, partition):
+            try:
+                m = self.manifest(store, partition, sid)
+            except SnapshotCorruptError as exc:
+                log.warning("%s; skipping it", exc)
+                continue
+            if m is not None:
+                out.append(m)
+        return sorted(out, key=lambda m: (m.offset, m.created_ms, m.id), reverse=True)
+
+    def snapshots(self, store: str, partition: int) -> list[SnapshotRef]:
+        return [m.ref() for m in self.manifests(store, partition)]
+
+    # -- upload -----------------------------------------------------------------------------
+    def upload(self, stage: Path, *, store: str, topic: str, partition: int, offset: int,
+               hashes: HashCache | None = None, now_ms: Callable[[], int] | None = None,
+               ) -> Manifest:
+        """Upload the checkpoint copy in ``stage`` as a new snapshot: SST files the remote
+        lacks, then the small files, then the manifest. ``hashes`` caches SST checksums
+        across uploads (by inode, size and mtime: hard links share them)."""
+        hashes = {} if hashes is None else hashes
+        root = self.partition_root(store, partition)
+        created = (now_ms or (lambda: int(time.time() * 1000)))()
+        sid = f"{offset + 1:020d}-{created:013d}"
+        remote_ssts = {e["name"].rsplit("/", 1)[-1]: int(e.get("size") or 0)
+                       for e in self._ls(f"{root}/sst")}
+        files: list[FileEntry] = []
+        uploaded = 0
+        for entry in sorted(stage.iterdir()):
+            st = entry.stat()
+            if entry.suffix == ".sst":
+                key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+                digest = hashes.get(key) or sha256_file(entry)
+                hashes[key] = digest
+                name = f"{entry.stem}-{digest[:16]}.sst"
+                rel = f"sst/{name}"
+                if remote_ssts.get(name) != st.st_size:
+                    self._put(entry, f"{root}/{rel}")
+                    uploaded += st.st_size
+            else:
+                digest = sha256_file(entry)
+                rel = f"snapshots/{sid}/{entry.name}"
+                self._put(entry, f"{root}/{rel}")
+                uploaded += st.st_size
+            files.append(FileEntry(entry.name, rel, st.st_size, digest))
+        manifest = Manifest(sid, self.root.rsplit("/", 1)[-1], store, topic, partition, offset,
+                            task_name(partition), created, files)
+        self.put_bytes(f"{root}/snapshots/{sid}/{MANIFEST}", manifest.to_bytes())
+        log.info("backup %s partition %d: snapshot %s at changelog offset %d, %d files, "
+                 "%d bytes uploaded of %d", store, partition, sid, offset, len(files),
+                 uploaded, manifest.size)
+        return manifest
+
+    # -- retention --------------------------------------------------------------------------
+    def prune(self, store: str, partition: int, retain: int, newest_id: str | None = None,
+              ) -> tuple[list[str], list[str]]:
+        """Keep the ``retain`` newest complete snapshots; delete the others, interrupted
+        uploads older than ``newest_id``, and SST files no kept manifest references.
+        Returns (deleted snapshot ids, deleted SST names)."""
+        root = self.partition_root(store, partition)
+        kept = self.manifests(store, partition)[:retain]
+        keep_ids = {m.id for m in kept}
+        deleted: list[str] = []
+        for sid in self.snapshot_ids(store, partition):
+            if sid in keep_ids or (newest_id is not None and sid >= newest_id):
+                continue
+            path = f"{root}/snapshots/{sid}"
+            try:  # the manifest first: a half-deleted snapshot is then never taken as one
+                self.fs.rm_file(f"{path}/{MANIFEST}")
+            except FileNotFoundError:
+                pass
+            self.fs.rm(path, recursive=True)
+            deleted.append(sid)
+        referenced = {f.path.rsplit("/", 1)[-1] for m in kept for f in m.files
+                      if f.path.startswith("sst/")}
+        dropped = []
+        for e in self._ls(f"{root}/sst"):
+            name = e["name"].rsplit("/", 1)[-1]
+            if name not in referenced:
+                self.fs.rm_file(e["name"])
+                dropped.append(name)
+        return deleted, dropped
+
+    # -- download and verify ----------------------------------------------------------------
+    def fetch(self, ref: SnapshotRef, dest: Path) -> int:
+        """Download snapshot ``ref`` into the new directory ``dest`` and verify every file
+        (size, SHA-256); return the bytes downloaded. Raises :class:`SnapshotCorruptError`
+        for a bad snapshot, leaving no ``dest``."""
+        manifest = self.manifest(ref.store, ref.partition, ref.id)
+        what = f"snapshot {ref.id} of {ref.store} partition {ref.partition} in {self.uri}"
+        if manifest is None:
+            raise SnapshotCorruptError(f"{what}: its manifest has gone")
+        tmp = dest.with_name(dest.name + ".download")
+        local.wipe(tmp)
+        tmp.mkdir(parents=True)
+        root = self.partition_root(ref.store, ref.partition)
+        total = 0
+        try:
+            for f in manifest.files:
+                target = tmp / f.name
+                try:
+                    self.fs.get_file(f"{root}/{f.path}", str(target))
+                except FileNotFoundError as exc:
+                    raise SnapshotCorruptError(f"{what}: {f.path} is missing") from exc
+                size = target.stat().st_size
+                if size != f.size:
+                    raise SnapshotCorruptError(f"{what}: {f.path} has {size} bytes, the "
+                                               f"manifest says {f.size}")
+                if sha256_file(target) != f.sha256:
+                    raise SnapshotCorruptError(f"{what}: {f.path} fails its SHA-256 check")
+                total += size
+            os.replace(tmp, dest)
+        except BaseException:
+            local.wipe(tmp)
+            raise
+        return total
+
+    def verify(self, manifest: Manifest) -> list[str]:
+        """What is wrong with a stored snapshot (missing files, sizes, checksums), read in
+        place without writing anything locally; empty if it is sound."""
+        import hashlib
+
+        root = self.partition_root(manifest.store, manifest.partition)
+        problems = []
+        for f in manifest.files:
+            digest = hashlib.sha256()
+            size = 0
+            try:
+                with self.fs.open(f"{root}/{f.path}", "rb") as fh:
+                    while chunk := fh.read(1 << 20):
+                        digest.update(chunk)
+                        size += len(chunk)
+            except FileNotFoundError:
+                problems.append(f"{f.path}: missing")
+                continue
+            if size != f.size:
+                problems.append(f"{f.path}: {size} bytes, the manifest says {f.size}")
+            elif digest.hexdigest() != f.sha256:
+                problems.append(f"{f.path}: SHA-256 mismatch")
+        return problems

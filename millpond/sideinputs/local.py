@@ -1,0 +1,110 @@
+"""A side-input store's local directory: which side-input offsets its content reflects.
+
+After each commit the task writes ``SIDE_INPUTS`` (temp file, fsync, rename) into the
+store's directory: the next offset of every side-input topic, exactly as the checkpoint
+that commit wrote. The first record applied after a commit removes it, so a directory
+holding writes no checkpoint describes (a crash, a task closed without committing) is never
+trusted. On opening, the directory is kept only if its file equals the checkpoint and the
+offsets are still inside the topics; anything else wipes it and the store is read again from
+the start of its side inputs (compacted topics), so it is exact under every guarantee.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from millpond.changelog import local
+from millpond.stores.api import StorageEngine
+from millpond.stores.errors import StoreError
+
+log = logging.getLogger(__name__)
+
+SIDE_INPUTS_FILE = "SIDE_INPUTS"
+
+
+def write_offsets(live: Path, store: str, partition: int, offsets: dict[str, int]) -> None:
+    """Atomically record that ``live`` reflects the side inputs up to ``offsets``."""
+    tmp = live / f".{SIDE_INPUTS_FILE}.tmp"
+    doc = {"version": 1, "store": store, "partition": partition, "offsets": offsets}
+    with open(tmp, "w") as fh:
+        fh.write(json.dumps(doc, sort_keys=True))
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, live / SIDE_INPUTS_FILE)
+    fd = os.open(live, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_offsets(live: Path) -> dict[str, int] | None:
+    """The offsets ``live`` reflects; None if absent or unreadable (never trusted)."""
+    try:
+        doc = json.loads((live / SIDE_INPUTS_FILE).read_text())
+        return {str(t): int(o) for t, o in doc["offsets"].items()}
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        log.warning("%s: unreadable %s file (%s)", live, SIDE_INPUTS_FILE, exc)
+        return None
+
+
+def clear_offsets(live: Path) -> None:
+    """Remove ``SIDE_INPUTS``: the store is about to hold writes no checkpoint describes."""
+    try:
+        os.unlink(live / SIDE_INPUTS_FILE)
+    except FileNotFoundError:
+        pass
+
+
+def distrust(
+    live: Path, checkpointed: dict[str, int] | None, topics: list[str],
+    watermarks_of: Callable[[str], tuple[int, int]],
+) -> str | None:
+    """Why the directory at ``live`` must be read again from the start; None if it is
+    exactly what the checkpoint describes."""
+    if not checkpointed:
+        return "the checkpoint names no side-input offsets for it"
+    if sorted(checkpointed) != sorted(topics):
+        return f"the checkpoint names topics {sorted(checkpointed)}, the config {sorted(topics)}"
+    found = read_offsets(live)
+    if found is None:
+        return f"no {SIDE_INPUTS_FILE} file (written to after the last commit, or never committed)"
+    if found != checkpointed:
+        return f"it reflects offsets {found}, the checkpoint says {checkpointed}"
+    for topic, offset in checkpointed.items():
+        low, high = watermarks_of(topic)
+        if not low <= offset <= high:
+            return f"{topic} now holds offsets {low}..{high}, the checkpoint says {offset}"
+    return None
+
+
+def open_store_engine(
+    store: str, live: Path | None, checkpointed: dict[str, int] | None, topics: list[str],
+    open_engine: Callable[[], StorageEngine], watermarks_of: Callable[[str], tuple[int, int]],
+) -> tuple[StorageEngine, dict[str, int] | None]:
+    """Open a side-input store's engine (its directory locked by the caller); return it and
+    the offsets to resume its side inputs at, or None to read them from their start (the
+    directory was wiped, or the engine is in memory)."""
+    if live is None:
+        return open_engine(), None
+    had_data = live.exists() and any(live.iterdir())
+    if had_data:
+        reason = distrust(live, checkpointed, topics, watermarks_of)
+    else:
+        reason = "there is no local copy" if checkpointed else None
+    if had_data and reason is None:
+        try:
+            return open_engine(), dict(checkpointed or {})
+        except StoreError as exc:
+            reason = f"it cannot be opened ({exc})"
+    if reason is not None:
+        log.warning("side-input store %s at %s: reading its side inputs again from the start: "
+                    "%s", store, live, reason)
+    local.wipe(live)
+    return open_engine(), None

@@ -1,0 +1,206 @@
+"""Reading a task's side inputs: bootstrap at open, follow while the task runs.
+
+Each task owns partition N of every side-input topic (N = its task partition, Samza's
+default grouping) and reads them with a consumer of its own (``assign()``, no group), so
+side-input partitions follow their task through every rebalance: opened with it, closed
+with it. The runtime calls, per task:
+
+* :meth:`SideInputReader.bootstrap_steps` while opening: reads every side-input partition
+  up to the end offset seen when the bootstrap began, a batch per step, before the task's
+  ``init()`` and first message;
+* :meth:`SideInputReader.poll` once per run-loop iteration: applies what arrived since;
+* :meth:`SideInputReader.offsets` when the checkpoint is written (same record, same
+  transaction as the task's input offsets) and :meth:`SideInputReader.after_commit` once
+  it committed (marks the local directory as reflecting those offsets).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+
+from millpond.changelog.checkpoint import task_name
+from millpond.changelog.restore import watermarks
+from millpond.sideinputs import local
+from millpond.sideinputs.errors import SideInputProcessingError, SideInputsStalledError
+from millpond.sideinputs.processor import SideInputsProcessor
+from millpond.stores.api import KeyValueStore, StorageEngine
+from millpond.tasks.api import IncomingMessageEnvelope
+
+log = logging.getLogger("millpond.sideinputs")
+
+BATCH = 5000  # records per bootstrap step
+POLL_BATCH = 1000  # records applied per run-loop iteration at most
+STALL_S = 60.0  # a bootstrap with no progress for this long fails
+
+
+@dataclass
+class SideInputStore:
+    """One side-input store of a task: its processor, layers and positions."""
+
+    name: str
+    topics: list[str]
+    processor: SideInputsProcessor
+    store: KeyValueStore[Any, Any]  # the writable stack (the task gets a read-only view)
+    engine: StorageEngine
+    live: Path | None
+    positions: dict[str, int]  # topic -> next offset to apply
+    clean: bool  # the directory's SIDE_INPUTS file describes its content
+    written: dict[str, int] | None = None  # what that file says
+    records: int = 0  # records applied since the task opened
+    committing: dict[str, int] = field(default_factory=dict)
+
+
+class SideInputReader:
+    """The side inputs of one task."""
+
+    def __init__(
+        self, partition: int, stores: list[SideInputStore], consumer: Consumer,
+        serdes_of: Callable[[str], tuple[Any, Any]],
+    ) -> None:
+        self.partition = partition
+        self.stores = stores
+        self.consumer = consumer
+        self._serdes_of = serdes_of
+        self._by_topic: dict[str, list[SideInputStore]] = {}
+        for s in stores:
+            for topic in s.topics:
+                self._by_topic.setdefault(topic, []).append(s)
+        self.records = 0  # records read from the side inputs since the task opened
+        self._closed = False
+
+    @property
+    def name(self) -> str:
+        return task_name(self.partition)
+
+    # ---- open ---------------------------------------------------------------------------
+    def bootstrap_steps(self) -> Generator[None, None, None]:
+        """Catch every side-input partition up to the end seen now, a batch per step."""
+        began = time.monotonic()
+        start = {s.name: dict(s.positions) for s in self.stores}
+        ends = {t: watermarks(self.consumer, t, self.partition)[1] for t in self._by_topic}
+        self.consumer.assign([
+            TopicPartition(t, self.partition, min(s.positions[t] for s in stores))
+            for t, stores in self._by_topic.items()])
+        last_progress = time.monotonic()
+        while not self._caught_up(ends):
+            msgs = self.consumer.consume(BATCH, 0.2)
+            if msgs:
+                last_progress = time.monotonic()
+                self._apply(msgs)
+            elif time.monotonic() - last_progress > STALL_S:
+                behind = {t: (min(s.positions[t] for s in self._by_topic[t]), end)
+                          for t, end in ends.items()}
+                raise SideInputsStalledError(
+                    f"task {self.name}: side inputs made no progress for {STALL_S:.0f}s "
+                    f"(topic: (position, end)) {behind}")
+            yield None
+        for s in self.stores:
+            log.info("task %s side inputs ready: store %s read %d records from %s to %s "
+                     "in %.1fs", self.name, s.name, s.records, start[s.name], s.positions,
+                     time.monotonic() - began)
+
+    def _caught_up(self, ends: dict[str, int]) -> bool:
+        return all(s.positions[t] >= end for t, end in ends.items() for s in self._by_topic[t])
+
+    # ---- run ----------------------------------------------------------------------------
+    def poll(self) -> int:
+        """Apply the side-input records that arrived (non-blocking); how many were read."""
+        msgs = self.consumer.consume(POLL_BATCH, 0)
+        if msgs:
+            self._apply(msgs)
+        return len(msgs)
+
+    def _apply(self, msgs: list[Message]) -> None:
+        partition = self.partition
+        for msg in msgs:
+            err = msg.error()
+            topic: str = msg.topic()  # type: ignore[assignment]
+            offset: int = msg.offset()  # type: ignore[assignment]
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:  # also past trailing markers
+                    for s in self._by_topic.get(topic, ()):
+                        s.positions[topic] = max(s.positions[topic], offset)
+                elif err.fatal():
+                    raise KafkaException(err)
+                else:
+                    log.warning("side inputs of task %s: %s", self.name, err.str())
+                continue
+            stores = [s for s in self._by_topic.get(topic, ()) if offset >= s.positions[topic]]
+            if not stores:
+                continue
+            self.records += 1
+            envelope = self._envelope(msg, topic, partition, offset)
+            for s in stores:
+                if s.clean:  # first write after a commit: the file no longer describes it
+                    if s.live is not None:
+                        local.clear_offsets(s.live)
+                    s.clean = False
+                self._process(s, envelope)
+                s.positions[topic] = offset + 1
+                s.records += 1
+
+    def _envelope(self, msg: Message, topic: str, partition: int, offset: int
+                  ) -> IncomingMessageEnvelope:
+        key_serde, msg_serde = self._serdes_of(topic)
+        try:
+            key = msg.key()
+            if key is not None and key_serde is not None:
+                key = key_serde.from_bytes(key)
+            value = msg.value()
+            if value is not None and msg_serde is not None:
+                value = msg_serde.from_bytes(value)
+        except Exception as exc:
+            raise SideInputProcessingError(
+                f"side input {topic}[{partition}] offset {offset}: deserialization failed: "
+                f"{type(exc).__name__}: {exc}; nothing after the last commit was committed"
+            ) from exc
+        return IncomingMessageEnvelope(topic, partition, offset, key, value,
+                                       msg.timestamp()[1], msg.headers() or ())  # type: ignore[arg-type]
+
+    @staticmethod
+    def _process(s: SideInputStore, envelope: IncomingMessageEnvelope) -> None:
+        try:
+            for key, value in s.processor.process(envelope, s.store) or ():
+                if key is None:
+                    continue
+                if value is None:
+                    s.store.delete(key)
+                else:
+                    s.store.put(key, value)
+        except Exception as exc:
+            raise SideInputProcessingError(
+                f"side-input processor {type(s.processor).__name__} of store {s.name} failed "
+                f"on {envelope.stream}[{envelope.partition}] offset {envelope.offset}: "
+                f"{type(exc).__name__}: {exc}; nothing after the last commit was committed"
+            ) from exc
+
+    # ---- commit -------------------------------------------------------------------------
+    def offsets(self) -> dict[str, dict[str, int]]:
+        """Per store, the next offset of each side-input topic: what the checkpoint records."""
+        for s in self.stores:
+            s.committing = dict(s.positions)
+        return {s.name: dict(s.committing) for s in self.stores}
+
+    def after_commit(self) -> None:
+        """The checkpoint with :meth:`offsets` committed: record in each store's directory
+        that its content reflects them (its memtables flushed first)."""
+        for s in self.stores:
+            if s.live is None or (s.clean and s.written == s.committing):
+                continue
+            s.engine.flush()
+            local.write_offsets(s.live, s.name, self.partition, s.committing)
+            s.written = dict(s.committing)
+            s.clean = True
+
+    def close(self) -> None:
+        """Close the consumer (the stores close with the task's storage)."""
+        if not self._closed:
+            self._closed = True
+            self.consumer.close()

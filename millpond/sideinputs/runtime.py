@@ -1,0 +1,110 @@
+"""What the container knows about side inputs: the stores that have them, their processor
+classes, the side-input topics, and how to open a task's :class:`SideInputReader`."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Generator
+from typing import Any
+
+from millpond import clients
+from millpond.changelog.restore import FETCH_QUEUE_BACKOFF_MS, watermarks
+from millpond.config import Config
+from millpond.sideinputs.errors import SideInputsConfigError
+from millpond.sideinputs.processor import (
+    SideInputsContext,
+    load_processor_class,
+    new_processor,
+)
+from millpond.sideinputs.reader import SideInputReader, SideInputStore
+from millpond.tasks.storage import serdes_for
+
+log = logging.getLogger("millpond.sideinputs")
+
+
+class SideInputs:
+    """The job's side-input stores; built once per container (checks the config at once)."""
+
+    def __init__(
+        self, config: Config, consumer_conf: dict[str, Any], isolation: str,
+        serdes_of: Callable[[str], tuple[Any, Any]],
+    ) -> None:
+        self.config = config
+        self.stores = {n: cfg for n, cfg in config.stores.items() if cfg.side_inputs}
+        self.classes = {n: load_processor_class(config, cfg) for n, cfg in self.stores.items()}
+        self.topics = {n: list(dict.fromkeys(r.topic for r in cfg.side_inputs))
+                       for n, cfg in self.stores.items()}
+        self._serdes_of = serdes_of
+        conf = {k: v for k, v in consumer_conf.items() if k != "group.instance.id"}
+        self._consumer_conf = {
+            "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS, **conf,
+            "group.id": f"{config.job.name}-{config.job.id}-side-inputs",  # never joined
+            "enable.auto.commit": False, "enable.partition.eof": True,
+            "auto.offset.reset": "earliest", "isolation.level": isolation,
+        }
+
+    def __bool__(self) -> bool:
+        return bool(self.stores)
+
+    def all_topics(self) -> set[str]:
+        return {t for topics in self.topics.values() for t in topics}
+
+    def task_inputs(self, inputs: list[str]) -> list[str]:
+        """``inputs`` without the side-input topics: Samza's low-level jobs list side inputs
+        in ``task.inputs`` too, and their records go to the store, never to ``process()``."""
+        side = self.all_topics()
+        kept = [t for t in inputs if t not in side]
+        if side and len(kept) < len(inputs):
+            log.info("task.inputs %s are side inputs: they fill their stores and are not "
+                     "passed to process()", sorted(set(inputs) - set(kept)))
+        if inputs and not kept:
+            raise SideInputsConfigError(
+                f"{self.config.location('task.inputs')}: task.inputs names only side inputs "
+                f"({', '.join(inputs)}); a task needs at least one input of its own")
+        return kept
+
+    def check_partitions(self, partition_count: Callable[[str], int | None], tasks: int) -> None:
+        """Every side-input topic exists with one partition per task: task N reads partition
+        N, so a partition beyond the task count would never be read (refused, not ignored)."""
+        for name, topics in self.topics.items():
+            key = f"stores.{name}.side.inputs"
+            for topic in topics:
+                count = partition_count(topic)
+                if count is None:
+                    raise SideInputsConfigError(
+                        f"{self.config.location(key)}: {key}: side-input topic {topic} does not "
+                        "exist; create it (compacted) before starting the job")
+                if count != tasks:
+                    raise SideInputsConfigError(
+                        f"{self.config.location(key)}: {key}: side-input topic {topic} has "
+                        f"{count} partitions, the job has {tasks} tasks; task N reads partition "
+                        "N of each side input, so they need the same partition count "
+                        "(repartition the side input to match)")
+
+    def open_steps(
+        self, partition: int, stores: dict[str, Any],
+    ) -> Generator[None, None, SideInputReader | None]:
+        """Bootstrap the side inputs of task ``partition`` a step at a time; returns its
+        reader, or None if the job has no side inputs. ``stores`` are the task's opened
+        stores (millpond.tasks.storage.OpenStore); closing early closes the consumer."""
+        if not self.stores:
+            return None
+        consumer = clients.consumer(self._consumer_conf)
+        try:
+            chosen = []
+            for name, topics in self.topics.items():
+                s = stores[name]
+                key_serde, msg_serde = serdes_for(self.config, self.stores[name])
+                context = SideInputsContext(name, partition, self.config, key_serde, msg_serde)
+                start = s.side_start
+                positions = ({t: start[t] for t in topics} if start is not None else
+                             {t: watermarks(consumer, t, partition)[0] for t in topics})
+                chosen.append(SideInputStore(
+                    name, topics, new_processor(self.classes[name], context), s.store, s.engine,
+                    s.live, positions, clean=start is not None))
+            reader = SideInputReader(partition, chosen, consumer, self._serdes_of)
+            yield from reader.bootstrap_steps()
+        except BaseException:
+            consumer.close()
+            raise
+        return reader
