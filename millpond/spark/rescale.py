@@ -19,6 +19,8 @@ wiped by each task when it opens (their OFFSET files name the old topic).
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -74,16 +76,27 @@ class RescaleResult:
 
 
 def load_key_fn(path: str) -> Callable[[Any], Any]:
-    """The function named ``module:function``; RescaleError if it cannot be imported."""
+    """The function named ``module:function``; RescaleError if it cannot be imported.
+
+    The working directory is on the import path (as for ``task.class``), and the module is
+    pickled by value, so Spark workers run the function without having the module."""
     module, sep, name = path.partition(":")
     if not sep or not module or not name:
         raise RescaleError(f"--key-fn {path!r}: expected module:function")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     try:
-        fn = getattr(importlib.import_module(module), name)
+        imported = importlib.import_module(module)
+        fn = getattr(imported, name)
     except (ImportError, AttributeError) as exc:
         raise RescaleError(f"--key-fn {path!r}: cannot import it: {exc}") from exc
     if not callable(fn):
         raise RescaleError(f"--key-fn {path!r} is not callable")
+    try:
+        from pyspark import cloudpickle
+    except ImportError:  # the plan alone needs no pyspark
+        return fn
+    cloudpickle.register_pickle_by_value(imported)
     return fn
 
 
@@ -95,6 +108,7 @@ def make_placer(key_spec: SerdeSpec, key_fn: str | None, partitions: int, partit
     serialize it). With it, ``key_fn(store key)`` returns the input key: bytes as they
     are, a str as UTF-8, anything else serialized with the store's key serde."""
     built: list[Any] = []
+    fn_loaded = load_key_fn(key_fn) if key_fn is not None else None
 
     def place(key_bytes: bytes) -> int:
         if key_fn is None:
@@ -103,7 +117,7 @@ def make_placer(key_spec: SerdeSpec, key_fn: str | None, partitions: int, partit
             if not built:
                 from millpond.serdes import build_serde
 
-                built.extend((build_serde(key_spec), load_key_fn(key_fn)))
+                built.extend((build_serde(key_spec), fn_loaded))
             serde, fn = built
             try:
                 mapped = fn(serde.from_bytes(key_bytes))
