@@ -31,6 +31,7 @@ import tempfile
 import time
 import traceback
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -345,17 +346,24 @@ class Bench:
         faust = "faust" in a.system_list and self.peer_ready("faust")
         if faust:
             self.ensure_faust_topic()
+        eo = ("millpond", "effectively-once")
         for r in range(a.runs):
             # Interleaved rounds: background load on the shared machine hits every system alike.
+            # The reporter-on run sits right beside the effectively-once run it is compared
+            # with (before it in odd rounds, after it in even ones), so drifting load hits both.
+            def metrics_run(r: int = r) -> None:
+                runs.setdefault(METRICS_KEY, []).append(self._metrics_run(r))
+
+            first = r % 2 == 1
             for key, res in self._count_round(r, plan, self.input_topic, a.messages,
-                                              ctx.reference, str(r)):
+                                              ctx.reference, str(r),
+                                              beside_eo=(metrics_run if eo in plan else None),
+                                              before=first):
                 if res.get("correct") and key == "millpond effectively-once":
                     self.millpond_restore_config = Path(res["config"])
                 if res.get("correct") and key == "quix at-least-once":
                     self.quix_restore_spec = res["spec"]
                 runs.setdefault(key, []).append(res)
-            if "millpond" in a.system_list:
-                runs.setdefault(METRICS_KEY, []).append(self._metrics_run(r))
             if faust and r < a.faust_runs:
                 assert self.faust_topic is not None
                 for system in ("faust", "millpond"):
@@ -407,15 +415,20 @@ class Bench:
         return plan
 
     def _count_round(self, r: int, plan: list[tuple[str, str]], topic: str, messages: int,
-                     reference: dict[str, int], tag: str,
-                     label: str = "") -> list[tuple[str, dict[str, Any]]]:
+                     reference: dict[str, int], tag: str, label: str = "",
+                     beside_eo: Callable[[], None] | None = None,
+                     before: bool = False) -> list[tuple[str, dict[str, Any]]]:
         """Round ``r``: one verified count of ``topic`` by each (system, guarantee) of ``plan``
-        (Quix Streams only in the first --peer-runs rounds)."""
+        (Quix Streams only in the first --peer-runs rounds); ``beside_eo`` runs right
+        before (``before``) or after millpond's effectively-once count."""
         a, ctx = self.args, self.ctx
         out = []
         for system, guarantee in plan:
             if system != "millpond" and r >= a.peer_runs:
                 continue
+            is_eo = (system, guarantee) == ("millpond", "effectively-once")
+            if is_eo and beside_eo is not None and before:
+                beside_eo()
             key = f"{system} {guarantee}"
             say(f"{label or 'count'} run {r + 1}/{a.runs}: {key} on {messages:,} msgs "
                 f"(load {load_average()})")
@@ -429,6 +442,8 @@ class Bench:
                        "error": f"{exc!r}\n{traceback.format_exc()[-1500:]}"}
             self._say_run(key, res)
             out.append((key, res))
+            if is_eo and beside_eo is not None and not before:
+                beside_eo()
         return out
 
     def _topic(self, kind: str, dataset: data.Dataset) -> str:
