@@ -187,6 +187,13 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
                 spread={"min": min(walls), "max": max(walls)}, row="restore",
                 short=">= 5x Quix, process start to restored")
 
+    snap = ((results.get("snapshot_restore") or {}).get("result")) or {}
+    if snap.get("speedup"):
+        add(f"snapshot + tail restore >= 5x full changelog replay ({snap['records']:,} "
+            f"records)", snap["speedup"]["median"], 5.0, "x",
+            "full replay s / snapshot + tail s (process start to exit), per run pair",
+            spread=snap["speedup"], row="snapshot restore", short=">= 5x full replay")
+
     store = results.get("store_micro") or {}
     mp = store.get("millpond") or {}
     if mp:
@@ -485,6 +492,19 @@ def markdown(results: dict[str, Any]) -> str:
             if k in figs:
                 lines.append(_row(f"Spark bootstrap: {k.replace('_', ' ')}", figs[k], unit,
                                   f"spark_bootstrap.py; {what}"))
+    snap = ((results.get("snapshot_restore") or {}).get("result")) or {}
+    if snap.get("figures"):
+        what = (f"snapshot_restore.py; {snap['records']:,} records, tail "
+                f"{snap['tail_percent']:g}%; stores equal: {snap['stores_equal']}")
+        for mode, label in (("full", "full changelog replay"), ("backup", "snapshot + tail")):
+            f = snap["figures"][mode]
+            lines.append(_row(f"restore onto empty dir: {label}", f["wall_s"], "s", what))
+            lines.append(_row("  ↳ downloaded", {k: (v / 1e6 if isinstance(v, (int, float))
+                                                    else v) for k, v in
+                                                  f["downloaded_bytes"].items()
+                                                  if k != "runs"}, "MB",
+                              "changelog key+value bytes, plus the snapshot's files"))
+            lines.append(_row("  ↳ peak RSS", f["maxrss_mb"], "MB", "the restoring process"))
     lines.append("")
 
     tg = results.get("targets") or []

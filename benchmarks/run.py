@@ -11,6 +11,8 @@ messages over 1M users with exponent 1.1: hot keys and a long tail; millpond and
 with that topic's own consume and consume + decode ceilings), ``rss`` (peak RSS of the
 millpond count with defaults on a uniform topic over 1M users), ``restore`` (rebuild the
 count's state from its changelog: `millpond restore --full` and Quix Streams recovery),
+``snapshot-restore`` (benchmarks/snapshot_restore.py: a 4M-record store partition restored
+from an S3Proxy snapshot + changelog tail vs full changelog replay),
 ``store`` (benchmarks/store_micro.py and the hot-key benchmarks/store_hot.py) and ``spark``
 (benchmarks/spark_rebuild.py, and benchmarks/spark_bootstrap.py: bootstrap a store from 2M
 Parquet rows). Every figure is the median of the runs with min
@@ -51,19 +53,19 @@ from benchmarks.common import (
 
 # The count with the Prometheus reporter on (scraped every second), beside the same count without.
 METRICS_KEY = report.METRICS_KEY
-WORKLOADS = ("limits", "count", "skew", "rss", "restore", "store", "spark")
+WORKLOADS = ("limits", "count", "skew", "rss", "restore", "snapshot-restore", "store", "spark")
 ALL_SYSTEMS = ("millpond", "quix", "faust")
 
 FULL = {"messages": 2_000_000, "users": 100_000, "faust_messages": 30_000,
         "store_ops": 1_000_000, "hot_ops": 2_000_000, "spark_records": 500_000,
         "spark_bootstrap_records": 2_000_000, "large_records": 200_000, "restore_sizes": "2000000,4000000,8000000",
         "skew_messages": 2_000_000, "skew_users": 1_000_000, "rss_messages": 2_000_000,
-        "rss_users": 1_000_000}
+        "rss_users": 1_000_000, "snapshot_records": 4_000_000}
 QUICK = {"messages": 20_000, "users": 2_000, "faust_messages": 5_000, "store_ops": 20_000,
          "hot_ops": 20_000, "spark_records": 20_000, "spark_bootstrap_records": 20_000,
          "large_records": 5_000,
          "restore_sizes": "5000,20000", "skew_messages": 20_000, "skew_users": 10_000,
-         "rss_messages": 20_000, "rss_users": 10_000}
+         "rss_messages": 20_000, "rss_users": 10_000, "snapshot_records": 20_000}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -114,6 +116,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--restore-sizes",
                    help="changelog sizes (records, comma-separated) whose restores' peak RSS is "
                         "compared (default 2M,4M,8M; --quick 5k,20k; empty = skip)")
+    p.add_argument("--snapshot-records", type=int,
+                   help="records of the store partition of the snapshot-restore workload "
+                        "(default 4M; --quick 20k)")
+    p.add_argument("--snapshot-tail-percent", type=float, default=2.0,
+                   help="records written after the snapshot, in %% of --snapshot-records "
+                        "(default 2)")
     p.add_argument("--spark-records", type=int,
                    help="changelog records of the Spark rebuild (default 500k; --quick 20k; "
                         "0 = skip)")
@@ -220,7 +228,8 @@ class Bench:
                                "skew_messages": args.skew_messages,
                                "skew_users": args.skew_users,
                                "skew_exponent": args.skew_exponent, "seed": args.seed,
-                               "rss_messages": args.rss_messages, "rss_users": args.rss_users},
+                               "rss_messages": args.rss_messages, "rss_users": args.rss_users,
+                               "snapshot_records": args.snapshot_records},
                      "runs": args.runs, "peer_runs": args.peer_runs,
                      "faust_runs": args.faust_runs, "commit_ms": args.commit_ms,
                      "faust_linger_ms": args.faust_linger_ms, "spark_runs": args.spark_runs,
@@ -228,7 +237,7 @@ class Bench:
                      "quick": args.quick, "work_dir": str(self.work)},
             "limits": {}, "count": {}, "skew": {}, "rss": {}, "restore": {},
             "store_micro": None, "store_hot": None, "spark_rebuild": None,
-            "spark_bootstrap": None,
+            "spark_bootstrap": None, "snapshot_restore": None,
             "workload_conditions": {}, "problems": [],
         }
         self.topics: list[str] = []
@@ -675,6 +684,19 @@ class Bench:
         return {"command": "python " + " ".join(cmd[1:]), "seconds": round(time.time() - began, 1),
                 "stdout": done.stdout[-3000:], "result": json.loads(out.read_text())}
 
+    def snapshot_restore(self) -> None:
+        """benchmarks/snapshot_restore.py: snapshot + tail vs full changelog replay."""
+        a = self.args
+        got = self._script("snapshot_restore", {
+            "--bootstrap": a.bootstrap, "--records": str(a.snapshot_records),
+            "--tail-percent": str(a.snapshot_tail_percent), "--runs": str(a.runs)},
+            timeout=7200)
+        if got is None:
+            return
+        if not got["result"].get("stores_equal"):
+            self.problem("snapshot-restore: a restored store is WRONG (differs from the job's)")
+        self.results["snapshot_restore"] = got
+
     def store(self) -> None:
         self.store_micro()
         self.store_hot()
@@ -745,7 +767,8 @@ class Bench:
         say(f"workloads {a.workloads}, systems {a.system_list}, runs {a.runs}, "
             f"work dir {self.work}")
         steps = {"limits": self.limits, "count": self.count, "skew": self.skew,
-                 "rss": self.rss, "restore": self.restore, "store": self.store,
+                 "rss": self.rss, "restore": self.restore,
+                 "snapshot-restore": self.snapshot_restore, "store": self.store,
                  "spark": self.spark}
         try:
             for w in WORKLOADS:
