@@ -36,6 +36,8 @@ def paired_ratio(ours: dict[str, Any], theirs: dict[str, Any], field: str,
 
 
 METRICS_KEY = "millpond effectively-once, metrics on"
+BACKUPS_KEY = "millpond effectively-once, backups on"
+BACKUPS_COST = 0.05  # state backups (to S3Proxy) may cost at most 5% of the count's throughput
 METRICS_COST = 0.03  # the Prometheus reporter may cost at most 3% of the count's throughput
 RSS_BASELINE_MB = 169.0  # peak RSS of the count job with defaults at 100k users (issue #14)
 QUIX_FACTOR = 8.0
@@ -130,6 +132,17 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
                 "1 - msg/s with the reporter (scraped every 1 s) / msg/s without, per run pair",
                 higher_is_better=False, spread={"min": 1 - r["max"], "max": 1 - r["min"]},
                 row="count metrics", short=f"cost <= {METRICS_COST:.0%}")
+    backups_on = _count(results, BACKUPS_KEY)
+    if eo and backups_on:
+        r = paired_ratio(backups_on, eo, "msgs_per_s")
+        if r:
+            every = (backups_on.get("runs") or [{}])[0].get("backup_interval_ms")
+            add(f"count (effectively-once) with state backups: cost <= {BACKUPS_COST:.0%}",
+                1 - r["median"], BACKUPS_COST, "cost",
+                f"1 - msg/s with backups to S3Proxy (interval {every} ms) / msg/s without, "
+                "per run pair", higher_is_better=False,
+                spread={"min": 1 - r["max"], "max": 1 - r["min"]}, row="count backups",
+                short=f"cost <= {BACKUPS_COST:.0%}")
     if alo and eos:
         r = paired_ratio(eos, alo, "msgs_per_s")
         if r:
@@ -351,7 +364,7 @@ def _count_rows(lines: list[str], prefix: str, count: dict[str, Any], order: lis
                           "VmHWM of the process"))
 
 
-COUNT_ORDER = ["millpond at-least-once", "millpond effectively-once", METRICS_KEY,
+COUNT_ORDER = ["millpond at-least-once", "millpond effectively-once", METRICS_KEY, BACKUPS_KEY,
                "millpond exactly-once",
                "quix at-least-once", "quix exactly-once", "millpond at-least-once (small topic)",
                "faust at-least-once (small topic)"]

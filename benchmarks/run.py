@@ -53,6 +53,8 @@ from benchmarks.common import (
 
 # The count with the Prometheus reporter on (scraped every second), beside the same count without.
 METRICS_KEY = report.METRICS_KEY
+# The count with state backups to S3Proxy on, beside the same count without.
+BACKUPS_KEY = report.BACKUPS_KEY
 WORKLOADS = ("limits", "count", "skew", "rss", "restore", "snapshot-restore", "store", "spark")
 ALL_SYSTEMS = ("millpond", "quix", "faust")
 
@@ -116,6 +118,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--restore-sizes",
                    help="changelog sizes (records, comma-separated) whose restores' peak RSS is "
                         "compared (default 2M,4M,8M; --quick 5k,20k; empty = skip)")
+    p.add_argument("--backup-interval-ms", type=int, default=5000,
+                   help="job.state.backup.interval.ms of the count with backups on (default "
+                        "5000: a snapshot at every 5 s commit; the library default is 60000); "
+                        "-1: no backups-on row")
     p.add_argument("--snapshot-records", type=int,
                    help="records of the store partition of the snapshot-restore workload "
                         "(default 4M; --quick 20k)")
@@ -250,6 +256,7 @@ class Bench:
         # Sources for the restore workload: a finished count job of each system.
         self.millpond_restore_config: Path | None = None
         self.quix_restore_spec: dict[str, Any] | None = None
+        self.s3: Any = None  # millpond.dev.s3.LocalS3 of the backups-on count, once started
 
     def problem(self, what: str) -> None:
         say(f"PROBLEM: {what}")
@@ -365,6 +372,8 @@ class Bench:
                 runs.setdefault(key, []).append(res)
             if "millpond" in a.system_list:
                 runs.setdefault(METRICS_KEY, []).append(self._metrics_run(r))
+                if a.backup_interval_ms >= 0:
+                    runs.setdefault(BACKUPS_KEY, []).append(self._backups_run(r))
             if faust and r < a.faust_runs:
                 assert self.faust_topic is not None
                 for system in ("faust", "millpond"):
@@ -404,6 +413,43 @@ class Bench:
                    "error": f"{exc!r}\n{traceback.format_exc()[-1500:]}"}
         self._say_run(METRICS_KEY, res)
         return res
+
+    def _backups_run(self, r: int) -> dict[str, Any]:
+        """Round ``r``'s effectively-once count once more with state backups to S3Proxy on
+        (their cost: the ratio to the same round's run without)."""
+        a, ctx = self.args, self.ctx
+        assert self.input_topic is not None
+        say(f"count run {r + 1}/{a.runs}: {BACKUPS_KEY} on {a.messages:,} msgs "
+            f"(load {load_average()})")
+        try:
+            res = systems.millpond_count(ctx, self.input_topic, a.messages, "effectively-once",
+                                         f"b{r}", ctx.reference, backups=self.s3_backups())
+        except Exception as exc:
+            res = {"system": "millpond", "guarantee": "effectively-once", "ok": False,
+                   "error": f"{exc!r}\n{traceback.format_exc()[-1500:]}"}
+        self._say_run(BACKUPS_KEY, res)
+        return res
+
+    def s3_backups(self) -> dict[str, str]:
+        """``job.state.backup.*`` properties of an S3Proxy this run starts (once)."""
+        if self.s3 is None:
+            import s3fs
+
+            from millpond.dev.s3 import LocalS3
+
+            self.s3 = LocalS3(self.work / "s3", port=systems.free_port())
+            say(f"starting S3Proxy on {self.s3.endpoint} for the backups-on count")
+            self.s3.start(timeout=120)
+            s3fs.S3FileSystem(**self.s3.storage_options(), skip_instance_cache=True).call_s3(
+                "create_bucket", Bucket="millpond-bench")
+        opts = self.s3.storage_options()
+        return {"job.state.backup.uri": "s3://millpond-bench/count",
+                "job.state.backup.interval.ms": str(self.args.backup_interval_ms),
+                "job.state.backup.options.key": opts["key"],
+                "job.state.backup.options.secret": opts["secret"],
+                "job.state.backup.options.client_kwargs.endpoint_url":
+                    opts["client_kwargs"]["endpoint_url"],
+                "job.state.backup.options.client_kwargs.region_name": "us-east-1"}
 
     def _plan(self) -> list[tuple[str, str]]:
         """(system, guarantee) of one round of counts: millpond's three, then Quix's two."""
@@ -795,6 +841,8 @@ class Bench:
             # Now, not at start: a fresh machine creates the peers' virtualenvs mid-run.
             meta["versions"] = versions()
             meta["peer_versions"] = self.peer_versions()
+            if self.s3 is not None:
+                self.s3.stop()
             if not a.keep:
                 self.cleanup()
         return self.results
