@@ -47,3 +47,14 @@ class BenchCounter(StreamTask):
         if self.timing_file:
             with open(self.timing_file, "w") as f:
                 json.dump({"first_message": _first, "end_of_stream": _end}, f)
+
+
+class BenchKeeper(StreamTask):
+    """Keeps the latest value of each input key in the ``kept`` store (the snapshot-restore
+    benchmark's job: one store write, hence one changelog record, per distinct key)."""
+
+    def init(self, context: Any) -> None:
+        self.kept = context.get_store("kept")
+
+    def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
+        self.kept.put(envelope.key, envelope.message)

@@ -36,6 +36,8 @@ def paired_ratio(ours: dict[str, Any], theirs: dict[str, Any], field: str,
 
 
 METRICS_KEY = "millpond effectively-once, metrics on"
+BACKUPS_KEY = "millpond effectively-once, backups on"
+BACKUPS_COST = 0.05  # state backups (to S3Proxy) may cost at most 5% of the count's throughput
 METRICS_COST = 0.03  # the Prometheus reporter may cost at most 3% of the count's throughput
 RSS_BASELINE_MB = 169.0  # peak RSS of the count job with defaults at 100k users (issue #14)
 QUIX_FACTOR = 8.0
@@ -140,6 +142,17 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
                 "CPU s of the job with the reporter / without - 1, per run pair",
                 higher_is_better=False, spread={"min": cpu["min"] - 1, "max": cpu["max"] - 1},
                 row="count metrics", short="CPU cost")
+    backups_on = _count(results, BACKUPS_KEY)
+    if eo and backups_on:
+        r = paired_ratio(backups_on, eo, "msgs_per_s")
+        if r:
+            every = (backups_on.get("runs") or [{}])[0].get("backup_interval_ms")
+            add(f"count (effectively-once) with state backups: cost <= {BACKUPS_COST:.0%}",
+                1 - r["median"], BACKUPS_COST, "cost",
+                f"1 - msg/s with backups to S3Proxy (interval {every} ms) / msg/s without, "
+                "per run pair", higher_is_better=False,
+                spread={"min": 1 - r["max"], "max": 1 - r["min"]}, row="count backups",
+                short=f"cost <= {BACKUPS_COST:.0%}")
     if alo and eos:
         r = paired_ratio(eos, alo, "msgs_per_s")
         if r:
@@ -196,6 +209,13 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
                 "incl. start-up (Quix: group join + recovery)",
                 spread={"min": min(walls), "max": max(walls)}, row="restore",
                 short=">= 5x Quix, process start to restored")
+
+    snap = ((results.get("snapshot_restore") or {}).get("result")) or {}
+    if snap.get("speedup"):
+        add(f"snapshot + tail restore >= 5x full changelog replay ({snap['records']:,} "
+            f"records)", snap["speedup"]["median"], 5.0, "x",
+            "full replay s / snapshot + tail s (process start to exit), per run pair",
+            spread=snap["speedup"], row="snapshot restore", short=">= 5x full replay")
 
     store = results.get("store_micro") or {}
     mp = store.get("millpond") or {}
@@ -354,7 +374,7 @@ def _count_rows(lines: list[str], prefix: str, count: dict[str, Any], order: lis
                           "VmHWM of the process"))
 
 
-COUNT_ORDER = ["millpond at-least-once", "millpond effectively-once", METRICS_KEY,
+COUNT_ORDER = ["millpond at-least-once", "millpond effectively-once", METRICS_KEY, BACKUPS_KEY,
                "millpond exactly-once",
                "quix at-least-once", "quix exactly-once", "millpond at-least-once (small topic)",
                "faust at-least-once (small topic)"]
@@ -495,6 +515,19 @@ def markdown(results: dict[str, Any]) -> str:
             if k in figs:
                 lines.append(_row(f"Spark bootstrap: {k.replace('_', ' ')}", figs[k], unit,
                                   f"spark_bootstrap.py; {what}"))
+    snap = ((results.get("snapshot_restore") or {}).get("result")) or {}
+    if snap.get("figures"):
+        what = (f"snapshot_restore.py; {snap['records']:,} records, tail "
+                f"{snap['tail_percent']:g}%; stores equal: {snap['stores_equal']}")
+        for mode, label in (("full", "full changelog replay"), ("backup", "snapshot + tail")):
+            f = snap["figures"][mode]
+            lines.append(_row(f"restore onto empty dir: {label}", f["wall_s"], "s", what))
+            lines.append(_row("  ↳ downloaded", {k: (v / 1e6 if isinstance(v, (int, float))
+                                                    else v) for k, v in
+                                                  f["downloaded_bytes"].items()
+                                                  if k != "runs"}, "MB",
+                              "changelog key+value bytes, plus the snapshot's files"))
+            lines.append(_row("  ↳ peak RSS", f["maxrss_mb"], "MB", "the restoring process"))
     lines.append("")
 
     tg = results.get("targets") or []

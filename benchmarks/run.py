@@ -11,6 +11,8 @@ messages over 1M users with exponent 1.1: hot keys and a long tail; millpond and
 with that topic's own consume and consume + decode ceilings), ``rss`` (peak RSS of the
 millpond count with defaults on a uniform topic over 1M users), ``restore`` (rebuild the
 count's state from its changelog: `millpond restore --full` and Quix Streams recovery),
+``snapshot-restore`` (benchmarks/snapshot_restore.py: a 4M-record store partition restored
+from an S3Proxy snapshot + changelog tail vs full changelog replay),
 ``store`` (benchmarks/store_micro.py and the hot-key benchmarks/store_hot.py) and ``spark``
 (benchmarks/spark_rebuild.py, and benchmarks/spark_bootstrap.py: bootstrap a store from 2M
 Parquet rows). Every figure is the median of the runs with min
@@ -52,19 +54,21 @@ from benchmarks.common import (
 
 # The count with the Prometheus reporter on (scraped every second), beside the same count without.
 METRICS_KEY = report.METRICS_KEY
-WORKLOADS = ("limits", "count", "skew", "rss", "restore", "store", "spark")
+# The count with state backups to S3Proxy on, beside the same count without.
+BACKUPS_KEY = report.BACKUPS_KEY
+WORKLOADS = ("limits", "count", "skew", "rss", "restore", "snapshot-restore", "store", "spark")
 ALL_SYSTEMS = ("millpond", "quix", "faust")
 
 FULL = {"messages": 2_000_000, "users": 100_000, "faust_messages": 30_000,
         "store_ops": 1_000_000, "hot_ops": 2_000_000, "spark_records": 500_000,
         "spark_bootstrap_records": 2_000_000, "large_records": 200_000, "restore_sizes": "2000000,4000000,8000000",
         "skew_messages": 2_000_000, "skew_users": 1_000_000, "rss_messages": 2_000_000,
-        "rss_users": 1_000_000}
+        "rss_users": 1_000_000, "snapshot_records": 4_000_000}
 QUICK = {"messages": 20_000, "users": 2_000, "faust_messages": 5_000, "store_ops": 20_000,
          "hot_ops": 20_000, "spark_records": 20_000, "spark_bootstrap_records": 20_000,
          "large_records": 5_000,
          "restore_sizes": "5000,20000", "skew_messages": 20_000, "skew_users": 10_000,
-         "rss_messages": 20_000, "rss_users": 10_000}
+         "rss_messages": 20_000, "rss_users": 10_000, "snapshot_records": 20_000}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -115,6 +119,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--restore-sizes",
                    help="changelog sizes (records, comma-separated) whose restores' peak RSS is "
                         "compared (default 2M,4M,8M; --quick 5k,20k; empty = skip)")
+    p.add_argument("--backup-interval-ms", type=int, default=5000,
+                   help="job.state.backup.interval.ms of the count with backups on (default "
+                        "5000: a snapshot at every 5 s commit; the library default is 60000); "
+                        "-1: no backups-on row")
+    p.add_argument("--snapshot-records", type=int,
+                   help="records of the store partition of the snapshot-restore workload "
+                        "(default 4M; --quick 20k)")
+    p.add_argument("--snapshot-tail-percent", type=float, default=2.0,
+                   help="records written after the snapshot, in %% of --snapshot-records "
+                        "(default 2)")
     p.add_argument("--spark-records", type=int,
                    help="changelog records of the Spark rebuild (default 500k; --quick 20k; "
                         "0 = skip)")
@@ -221,7 +235,8 @@ class Bench:
                                "skew_messages": args.skew_messages,
                                "skew_users": args.skew_users,
                                "skew_exponent": args.skew_exponent, "seed": args.seed,
-                               "rss_messages": args.rss_messages, "rss_users": args.rss_users},
+                               "rss_messages": args.rss_messages, "rss_users": args.rss_users,
+                               "snapshot_records": args.snapshot_records},
                      "runs": args.runs, "peer_runs": args.peer_runs,
                      "faust_runs": args.faust_runs, "commit_ms": args.commit_ms,
                      "faust_linger_ms": args.faust_linger_ms, "spark_runs": args.spark_runs,
@@ -229,7 +244,7 @@ class Bench:
                      "quick": args.quick, "work_dir": str(self.work)},
             "limits": {}, "count": {}, "skew": {}, "rss": {}, "restore": {},
             "store_micro": None, "store_hot": None, "spark_rebuild": None,
-            "spark_bootstrap": None,
+            "spark_bootstrap": None, "snapshot_restore": None,
             "workload_conditions": {}, "problems": [],
         }
         self.topics: list[str] = []
@@ -242,6 +257,7 @@ class Bench:
         # Sources for the restore workload: a finished count job of each system.
         self.millpond_restore_config: Path | None = None
         self.quix_restore_spec: dict[str, Any] | None = None
+        self.s3: Any = None  # millpond.dev.s3.LocalS3 of the backups-on count, once started
 
     def problem(self, what: str) -> None:
         say(f"PROBLEM: {what}")
@@ -350,9 +366,12 @@ class Bench:
         for r in range(a.runs):
             # Interleaved rounds: background load on the shared machine hits every system alike.
             # The reporter-on run sits right beside the effectively-once run it is compared
-            # with (before it in odd rounds, after it in even ones), so drifting load hits both.
+            # with (before it in odd rounds, after it in even ones), so drifting load hits both;
+            # so does the backups-on run.
             def metrics_run(r: int = r) -> None:
                 runs.setdefault(METRICS_KEY, []).append(self._metrics_run(r))
+                if a.backup_interval_ms >= 0:
+                    runs.setdefault(BACKUPS_KEY, []).append(self._backups_run(r))
 
             first = r % 2 == 1
             for key, res in self._count_round(r, plan, self.input_topic, a.messages,
@@ -403,6 +422,43 @@ class Bench:
                    "error": f"{exc!r}\n{traceback.format_exc()[-1500:]}"}
         self._say_run(METRICS_KEY, res)
         return res
+
+    def _backups_run(self, r: int) -> dict[str, Any]:
+        """Round ``r``'s effectively-once count once more with state backups to S3Proxy on
+        (their cost: the ratio to the same round's run without)."""
+        a, ctx = self.args, self.ctx
+        assert self.input_topic is not None
+        say(f"count run {r + 1}/{a.runs}: {BACKUPS_KEY} on {a.messages:,} msgs "
+            f"(load {load_average()})")
+        try:
+            res = systems.millpond_count(ctx, self.input_topic, a.messages, "effectively-once",
+                                         f"b{r}", ctx.reference, backups=self.s3_backups())
+        except Exception as exc:
+            res = {"system": "millpond", "guarantee": "effectively-once", "ok": False,
+                   "error": f"{exc!r}\n{traceback.format_exc()[-1500:]}"}
+        self._say_run(BACKUPS_KEY, res)
+        return res
+
+    def s3_backups(self) -> dict[str, str]:
+        """``job.state.backup.*`` properties of an S3Proxy this run starts (once)."""
+        if self.s3 is None:
+            import s3fs
+
+            from millpond.dev.s3 import LocalS3
+
+            self.s3 = LocalS3(self.work / "s3", port=systems.free_port())
+            say(f"starting S3Proxy on {self.s3.endpoint} for the backups-on count")
+            self.s3.start(timeout=120)
+            s3fs.S3FileSystem(**self.s3.storage_options(), skip_instance_cache=True).call_s3(
+                "create_bucket", Bucket="millpond-bench")
+        opts = self.s3.storage_options()
+        return {"job.state.backup.uri": "s3://millpond-bench/count",
+                "job.state.backup.interval.ms": str(self.args.backup_interval_ms),
+                "job.state.backup.options.key": opts["key"],
+                "job.state.backup.options.secret": opts["secret"],
+                "job.state.backup.options.client_kwargs.endpoint_url":
+                    opts["client_kwargs"]["endpoint_url"],
+                "job.state.backup.options.client_kwargs.region_name": "us-east-1"}
 
     def _plan(self) -> list[tuple[str, str]]:
         """(system, guarantee) of one round of counts: millpond's three, then Quix's two."""
@@ -690,6 +746,19 @@ class Bench:
         return {"command": "python " + " ".join(cmd[1:]), "seconds": round(time.time() - began, 1),
                 "stdout": done.stdout[-3000:], "result": json.loads(out.read_text())}
 
+    def snapshot_restore(self) -> None:
+        """benchmarks/snapshot_restore.py: snapshot + tail vs full changelog replay."""
+        a = self.args
+        got = self._script("snapshot_restore", {
+            "--bootstrap": a.bootstrap, "--records": str(a.snapshot_records),
+            "--tail-percent": str(a.snapshot_tail_percent), "--runs": str(a.runs)},
+            timeout=7200)
+        if got is None:
+            return
+        if not got["result"].get("stores_equal"):
+            self.problem("snapshot-restore: a restored store is WRONG (differs from the job's)")
+        self.results["snapshot_restore"] = got
+
     def store(self) -> None:
         self.store_micro()
         self.store_hot()
@@ -760,7 +829,8 @@ class Bench:
         say(f"workloads {a.workloads}, systems {a.system_list}, runs {a.runs}, "
             f"work dir {self.work}")
         steps = {"limits": self.limits, "count": self.count, "skew": self.skew,
-                 "rss": self.rss, "restore": self.restore, "store": self.store,
+                 "rss": self.rss, "restore": self.restore,
+                 "snapshot-restore": self.snapshot_restore, "store": self.store,
                  "spark": self.spark}
         try:
             for w in WORKLOADS:
@@ -787,6 +857,8 @@ class Bench:
             # Now, not at start: a fresh machine creates the peers' virtualenvs mid-run.
             meta["versions"] = versions()
             meta["peer_versions"] = self.peer_versions()
+            if self.s3 is not None:
+                self.s3.stop()
             if not a.keep:
                 self.cleanup()
         return self.results

@@ -151,9 +151,11 @@ class Scraper(threading.Thread):
 
 
 def millpond_count(ctx: Ctx, topic: str, messages: int, guarantee: str, tag: str,
-                   reference: dict[str, int], metrics: bool = False) -> dict[str, Any]:
+                   reference: dict[str, int], metrics: bool = False,
+                   backups: dict[str, str] | None = None) -> dict[str, Any]:
     """One verified ``millpond run --bounded`` count; ``metrics`` turns the Prometheus
-    reporter on and scrapes it every second while the job runs."""
+    reporter on and scrapes it every second while the job runs; ``backups`` are
+    ``job.state.backup.*`` properties (state snapshots uploaded while it runs)."""
     name = f"mpb-{ctx.salt}-{SHORT[guarantee]}-{tag}"
     run_dir = ctx.work / name
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -167,6 +169,9 @@ def millpond_count(ctx: Ctx, topic: str, messages: int, guarantee: str, tag: str
                       "metrics.reporter.prometheus.port": port})
         scraper = Scraper(f"http://127.0.0.1:{port}/metrics")
         scraper.start()
+    if backups:
+        props.update(backups)
+        props["job.state.backup.uri"] = f"{backups['job.state.backup.uri']}/{name}"
     config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
     try:
         child = run_child([MILLPOND, "run", "--config", str(config), "--bounded"],
@@ -184,6 +189,15 @@ def millpond_count(ctx: Ctx, topic: str, messages: int, guarantee: str, tag: str
         return {**result, "ok": False, "error": f"exit {child.returncode}: {child.tail()}"}
     if scraper is not None and not scraper.scrapes:
         return {**result, "ok": False, "error": "the job's /metrics was never scraped"}
+    if backups:
+        from millpond.backup import BackupLocation
+        from millpond.config import Config
+
+        location = BackupLocation.from_config(Config.load(config))
+        result["snapshots"] = sum(len(location.snapshots("counts", p)) for p in range(16))
+        result["backup_interval_ms"] = int(backups.get("job.state.backup.interval.ms", 60000))
+        if not result["snapshots"]:
+            return {**result, "ok": False, "error": "the job uploaded no snapshot"}
     marks = json.loads(timing.read_text()) if timing.exists() else {}
     result.update(_rates(messages, child.started, marks.get("first_message"), child.exited))
     result["end_of_stream_s"] = ((marks["end_of_stream"] - marks["first_message"])

@@ -1,0 +1,50 @@
+"""Smoke test of the snapshot-restore benchmark through the harness (`benchmarks.run --quick
+--only snapshot-restore`): a 20k-record store partition written by a real job, a snapshot
+uploaded to a real S3Proxy, a 2% tail; `millpond restore --full` and `--from-backup` into
+empty dirs must both equal the job's store. It times nothing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.kafka_util import REPO
+
+pytestmark = pytest.mark.kafka
+
+
+def test_quick_snapshot_restore_through_the_harness(kafka_bootstrap: str,
+                                                    tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "benchmarks.run", "--quick", "--runs", "1", "--only",
+           "snapshot-restore", "--systems", "millpond", "--bootstrap", kafka_bootstrap,
+           "--out-dir", str(out), "--work-dir", str(tmp_path / "work")]
+    done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    results = json.loads((out / "results.json").read_text())
+    assert results["problems"] == [], results["problems"]
+    res = results["snapshot_restore"]["result"]
+    assert res["records"] == 20_000 and res["tail_updates"] == res["tail_new_keys"] == 200
+    assert res["stores_equal"] is True
+    assert res["expected"]["keys"] == 20_200
+    assert res["snapshot"]["offset"] >= 19_999 and res["snapshot"]["sst_files"] >= 1
+    full, backup = res["runs"]["full"][0], res["runs"]["backup"][0]
+    for run in (full, backup):
+        assert run["equal"] is True and run["restored_keys"] == 20_200
+        assert run["sha256"] == res["expected"]["sha256"]
+        assert run["wall_s"] > 0 and run["maxrss_mb"] > 10
+        assert "cpu_steal_percent" in run and len(run["load_average_before"]) == 3
+    assert full["snapshot_bytes"] == 0 and full["replayed_records"] >= 20_200
+    assert backup["snapshot_bytes"] == res["snapshot"]["bytes"]
+    assert 0 < backup["replayed_records"] < full["replayed_records"]
+    assert backup["downloaded_bytes"] == backup["snapshot_bytes"] + backup["changelog_bytes"]
+    assert res["speedup"]["n"] == 1 and res["speedup"]["median"] > 0
+    assert "snapshot_restore" in results["workload_conditions"] or \
+        "snapshot-restore" in results["workload_conditions"]
+    target = next(t for t in results["targets"] if "full changelog replay" in t["target"])
+    assert target["goal"] == 5.0 and target["status"] in ("pass", "miss")
+    assert "restore onto empty dir: snapshot + tail" in (out / "results.md").read_text()
