@@ -246,7 +246,8 @@ def changelog() -> None:
               show_default=True, help="Output format.")
 def changelog_describe(config_path: Path, overrides: tuple[str, ...], store: str | None,
                        fmt: str) -> None:
-    """Per store partition: topic settings, low/high offsets, local offset and lag."""
+    """Per store partition: topic settings, low/high offsets, local offset and lag, and
+    the newest snapshot when job.state.backup.uri is set."""
     import dataclasses
     import json
 
@@ -259,13 +260,15 @@ def changelog_describe(config_path: Path, overrides: tuple[str, ...], store: str
         return
     for topic, conf in settings.items():
         click.echo(f"{topic}: " + ", ".join(f"{k}={v}" for k, v in sorted(conf.items())))
+    backups = any(r.backup is not None for r in rows)
     click.echo(f"{'store':<16} {'part':>4} {'low':>10} {'high':>10} {'local':>10} "
-               f"{'checkpointed':>12} {'lag':>8}")
+               f"{'checkpointed':>12} {'lag':>8}" + ("  backup" if backups else ""))
     for r in rows:
         click.echo(f"{r.store:<16} {r.partition:>4} {r.low:>10} {r.high:>10} "
                    f"{'-' if r.local_offset is None else r.local_offset:>10} "
                    f"{'-' if r.checkpointed is None else r.checkpointed:>12} "
-                   f"{'-' if r.lag is None else r.lag:>8}")
+                   f"{'-' if r.lag is None else r.lag:>8}"
+                   + (f"  {r.backup.short() if r.backup else '-'}" if backups else ""))
 
 
 @main.command()
@@ -279,7 +282,9 @@ def status(config_path: Path, overrides: tuple[str, ...], fmt: str) -> None:
     Shows the owning process (group member's client id and host), the input offsets the task
     resumes from (its checkpoint), end offsets and lag, the last checkpoint's time and
     changelog offsets, each changelog's end, and, when the job's state directory is on this
-    machine, whether each local store is clean, dirty or absent. Exits 1 if the job never ran.
+    machine, whether each local store is clean, dirty or absent; with job.state.backup.uri,
+    each store's newest snapshot (or why the bucket could not be read). Exits 1 if the job
+    never ran.
     """
     import json
 

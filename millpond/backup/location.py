@@ -134,11 +134,13 @@ class BackupLocation:
     # -- upload -----------------------------------------------------------------------------
     def upload(self, stage: Path, *, store: str, topic: str, partition: int, offset: int,
                hashes: HashCache | None = None, now_ms: Callable[[], int] | None = None,
-               ) -> Manifest:
+               sent: Callable[[int], None] | None = None) -> Manifest:
         """Upload the checkpoint copy in ``stage`` as a new snapshot: SST files the remote
         lacks, then the small files, then the manifest. ``hashes`` caches SST checksums
-        across uploads (by inode, size and mtime: hard links share them)."""
+        across uploads (by inode, size and mtime: hard links share them). ``sent`` is
+        called with the size of each file once it is stored (also when a later one fails)."""
         hashes = {} if hashes is None else hashes
+        note = sent or (lambda _n: None)
         root = self.partition_root(store, partition)
         created = (now_ms or (lambda: int(time.time() * 1000)))()
         sid = f"{offset + 1:020d}-{created:013d}"
@@ -157,15 +159,19 @@ class BackupLocation:
                 if remote_ssts.get(name) != st.st_size:
                     self._put(entry, f"{root}/{rel}")
                     uploaded += st.st_size
+                    note(st.st_size)
             else:
                 digest = sha256_file(entry)
                 rel = f"snapshots/{sid}/{entry.name}"
                 self._put(entry, f"{root}/{rel}")
                 uploaded += st.st_size
+                note(st.st_size)
             files.append(FileEntry(entry.name, rel, st.st_size, digest))
         manifest = Manifest(sid, self.root.rsplit("/", 1)[-1], store, topic, partition, offset,
                             task_name(partition), created, files)
-        self.put_bytes(f"{root}/snapshots/{sid}/{MANIFEST}", manifest.to_bytes())
+        data = manifest.to_bytes()
+        self.put_bytes(f"{root}/snapshots/{sid}/{MANIFEST}", data)
+        note(len(data))
         log.info("backup %s partition %d: snapshot %s at changelog offset %d, %d files, "
                  "%d bytes uploaded of %d", store, partition, sid, offset, len(files),
                  uploaded, manifest.size)

@@ -6,7 +6,7 @@ RocksDB checkpoint: it hard-links the checkpoint's SST files and copies its smal
 into a staging directory (``partition-<N>.backup``, beside the store), so the next commit
 replacing the checkpoint cannot change what is uploaded, and queues the upload. A failed
 upload (object store down, slow, refusing) is logged as a warning; the next offer after
-the interval tries again.
+the interval tries again. An :class:`UploadObserver` (metrics) hears of every upload's end.
 """
 
 from __future__ import annotations
@@ -21,8 +21,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from millpond.backup.location import BackupLocation, HashCache
+from millpond.backup.manifest import Manifest
 from millpond.changelog import local
 
 log = logging.getLogger(__name__)
@@ -40,6 +42,19 @@ def stage_checkpoint(checkpoint: Path, stage: Path) -> None:
             os.link(entry, stage / entry.name)
         else:
             shutil.copy2(entry, stage / entry.name)
+
+
+class UploadObserver(Protocol):
+    """Told of each upload's end, on the uploader's thread (keep it cheap, never raise).
+    ``sent``: bytes stored by that upload, also when it failed part way."""
+
+    def uploaded(self, store: str, partition: int, manifest: Manifest, sent: int) -> None:
+        """A snapshot is complete in the bucket."""
+        ...
+
+    def failed(self, store: str, partition: int, error: Exception, sent: int) -> None:
+        """An upload (or the prune after it) failed; backups fall behind."""
+        ...
 
 
 @dataclass
@@ -68,6 +83,7 @@ class BackupUploader:
     def __init__(self, location: BackupLocation, interval_s: float, retain: int,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.location = location
+        self.observers: list[UploadObserver] = []
         self.interval_s = interval_s
         self.retain = retain
         self.clock = clock
@@ -155,12 +171,19 @@ class BackupUploader:
     def _upload(self, job: _Job) -> None:
         key = (job.store, job.partition)
         status = self.status.setdefault(key, BackupStatus())
+        sent = [0]
+
+        def add(n: int) -> None:
+            sent[0] += n
+
         try:
             manifest = self.location.upload(job.stage, store=job.store, topic=job.topic,
                                             partition=job.partition, offset=job.offset,
-                                            hashes=self._hashes)
+                                            hashes=self._hashes, sent=add)
             self.location.prune(job.store, job.partition, self.retain, manifest.id)
         except Exception as exc:  # any filesystem error: the job must keep running
+            error = exc
+            self._tell(lambda o: o.failed(job.store, job.partition, error, sent[0]))
             status.failures += 1
             status.last_error = str(exc) or type(exc).__name__
             behind = (f"the last snapshot is at offset {status.last_offset}"
@@ -174,6 +197,14 @@ class BackupUploader:
         status.last_offset = job.offset
         status.last_success = time.time()
         status.last_error = None
+        self._tell(lambda o: o.uploaded(job.store, job.partition, manifest, sent[0]))
+
+    def _tell(self, event: Callable[[UploadObserver], None]) -> None:
+        for observer in list(self.observers):
+            try:
+                event(observer)
+            except Exception:  # an observer's bug must not stop backups
+                log.exception("backup observer %r failed", observer)
 
     def wait_idle(self, timeout: float) -> bool:
         """Wait until no upload is queued or running (tests, shutdown); False on timeout."""

@@ -12,9 +12,10 @@ from typing import Protocol
 from millpond.metrics.config import PrometheusConfig, parse_reporters
 from millpond.metrics.errors import MetricsConfigError, MetricsError
 from millpond.metrics.histogram import DurationHistogram
-from millpond.metrics.samples import MetricsSource, StoreSample, TaskSample
+from millpond.metrics.samples import BackupSample, MetricsSource, StoreSample, TaskSample
 
 __all__ = [
+    "BackupSample",
     "DurationHistogram",
     "MetricsConfigError",
     "MetricsError",

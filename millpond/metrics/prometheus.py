@@ -50,7 +50,9 @@ class JobCollector(Collector):
         job = self.source.job
         tasks = self.source.sample()
         yield from _task_families(job, tasks)
-        yield from _store_families(job, [(t, s) for t in tasks for s in t.stores.values()])
+        stores = [(t, s) for t in tasks for s in t.stores.values()]
+        yield from _store_families(job, stores)
+        yield from _backup_families(job, [(t, s) for t, s in stores if s.backup is not None])
 
 
 def _task_families(job: str, tasks: list[TaskSample]) -> Iterator[Metric]:
@@ -122,6 +124,30 @@ def _store_families(job: str, stores: list[tuple[TaskSample, StoreSample]]) -> I
             if s.rocksdb is not None and t.state != "closed" and prop in s.rocksdb:
                 g.add_metric([job, t.task, s.store], s.rocksdb[prop])
         yield g
+
+
+def _backup_families(job: str, stores: list[tuple[TaskSample, StoreSample]]) -> Iterator[Metric]:
+    """State backups (job.state.backup.uri) of the backed-up stores; nothing without them."""
+    if not stores:
+        return
+    backups = [(t.task, s.store, s.backup) for t, s in stores if s.backup is not None]
+    for kind, name, doc, attr in (
+            (CounterMetricFamily, "millpond_backup_uploads", "Snapshots of the store "
+             "uploaded to the backup location", "uploads"),
+            (CounterMetricFamily, "millpond_backup_upload_failures", "Snapshot uploads (or "
+             "the pruning after one) that failed; backups fall behind", "failures"),
+            (CounterMetricFamily, "millpond_backup_uploaded_bytes", "Bytes stored in the "
+             "backup location (new SST files, small files, manifests)", "bytes"),
+            (GaugeMetricFamily, "millpond_backup_last_snapshot_timestamp_seconds", "Unix time "
+             "the store's last uploaded snapshot was taken", "last_snapshot_time"),
+            (GaugeMetricFamily, "millpond_backup_last_snapshot_offset", "Changelog offset "
+             "of the store's last uploaded snapshot", "last_snapshot_offset")):
+        family = kind(name, doc, labels=STORE)
+        for task, store, b in backups:
+            value = getattr(b, attr)
+            if value is not None:
+                family.add_metric([job, task, store], value)
+        yield family
 
 
 class PrometheusReporter:

@@ -15,6 +15,17 @@ from millpond.metrics.histogram import DurationHistogram
 
 
 @dataclass
+class BackupSample:
+    """State backups of one store partition (job.state.backup.uri), from its uploader."""
+
+    uploads: int = 0  # snapshots completed
+    failures: int = 0  # uploads (or prunes) that failed
+    bytes: int = 0  # bytes stored in the bucket, failed uploads' included
+    last_snapshot_time: float | None = None  # unix time the last snapshot was taken
+    last_snapshot_offset: int | None = None  # its changelog offset
+
+
+@dataclass
 class StoreSample:
     """One store of one task."""
 
@@ -30,6 +41,7 @@ class StoreSample:
     # RocksDB properties (None for in-memory stores): estimated keys, live SST bytes,
     # memtable bytes, read at most once per second by the run loop.
     rocksdb: dict[str, int] | None = None
+    backup: BackupSample | None = None  # None when the store is not backed up
 
 
 @dataclass

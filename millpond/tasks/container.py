@@ -225,6 +225,8 @@ class Container:
         context = self._open_context(
             OutputTopics(admin, task_count, self.client_conf["bootstrap.servers"]))
         self.backups = context.backups
+        if self.metrics is not None:
+            self.metrics.watch_backups(self.backups)
         self.opener = TaskOpener(lambda p: open_task(context, p),
                                  reopen_hold_s(self.consumer_conf))
         self.membership = Membership(self.inputs, self.tasks, self.opener, self.commit,

@@ -1,6 +1,8 @@
 """Looking at a stopped job's state: ``changelog describe`` and ``store get|range|dump``.
 
 Reads take the same store lock as a running task, so they refuse a store a job has open.
+With ``job.state.backup.uri`` set, each backed-up store partition's row also carries its
+newest snapshot (:mod:`millpond.backup.status`, read from the bucket).
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from millpond.backup import StateBackups
+from millpond.backup.status import BackupStatusReader, SnapshotStatus
 from millpond.changelog import local
 from millpond.changelog.checkpoint import read_offset_file, task_name
 from millpond.changelog.errors import CheckpointError
@@ -30,6 +34,11 @@ class PartitionInfo:
     local_offset: int | None
     checkpointed: int | None
     lag: int | None = None  # changelog records after the local offset; None without one
+    backup: SnapshotStatus | None = None  # newest snapshot; None when not backed up
+
+
+def _backups(job: Job) -> BackupStatusReader | None:
+    return BackupStatusReader(job.config) if job.config.backup is not None else None
 
 
 def describe(job: Job, store: str | None = None) -> tuple[list[PartitionInfo], dict[str, dict[str, str]]]:
@@ -37,6 +46,7 @@ def describe(job: Job, store: str | None = None) -> tuple[list[PartitionInfo], d
     rows: list[PartitionInfo] = []
     settings: dict[str, dict[str, str]] = {}
     checkpoints = job.checkpoints()
+    backups = _backups(job)
     consumer = job.consumer()
     try:
         for cfg in job.stores(store):
@@ -52,10 +62,13 @@ def describe(job: Job, store: str | None = None) -> tuple[list[PartitionInfo], d
                                        job.config.job.name, cfg.name, p)
                 so = read_offset_file_quiet(live)
                 ckpt = checkpoints.get(task_name(p))
+                checkpointed = ckpt.changelogs.get(cfg.name) if ckpt else None
                 rows.append(PartitionInfo(
                     cfg.name, topic, p, int(low), int(high), so.offset if so else None,
-                    ckpt.changelogs.get(cfg.name) if ckpt else None,
-                    records_after(consumer, topic, p, so.offset, low, high) if so else None))
+                    checkpointed,
+                    records_after(consumer, topic, p, so.offset, low, high) if so else None,
+                    backups.status(cfg.name, p, checkpointed)
+                    if backups is not None and StateBackups.covers(cfg) else None))
     finally:
         consumer.close()
     return rows, settings

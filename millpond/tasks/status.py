@@ -5,7 +5,8 @@ assignments), the input offsets the task resumes from (its checkpoint: the check
 not the group's offsets, is what a task seeks to when it opens), the inputs' end offsets and
 lag, the last checkpoint's time and changelog offsets, and per logged store the changelog's
 end offset and, when the job's state directory is on this machine, whether the local store
-is clean (an ``OFFSET`` file), dirty (writes after the last commit) or absent. The store
+is clean (an ``OFFSET`` file), dirty (writes after the last commit) or absent; with
+``job.state.backup.uri`` set, each backed-up store's newest snapshot in the bucket. The store
 rows are ``changelog describe``'s (:func:`millpond.tasks.describe.describe`).
 """
 
@@ -15,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from millpond.backup.status import SnapshotStatus
 from millpond.changelog import local
 from millpond.changelog.admin import TIMEOUT
 from millpond.changelog.checkpoint import Checkpoint, task_name
@@ -54,6 +56,7 @@ class StoreStatus:
     local: str | None  # "clean", "dirty", "absent"; None when the state dir is not here
     local_offset: int | None  # the OFFSET file's changelog offset (clean stores)
     local_lag: int | None  # committed changelog records the clean local store lacks
+    backup: SnapshotStatus | None = None  # newest snapshot; None when not backed up
 
 
 @dataclass
@@ -154,7 +157,7 @@ def status(job: Job) -> tuple[GroupInfo, list[PartitionStatus]]:
                 # With no checkpoint a task starts at the topic's start (opening.py).
                 lag += max(0, int(high) - max(int(low), offset if offset is not None else 0))
             stores = [StoreStatus(r.store, r.topic, r.high, r.checkpointed, _local_state(job, r),
-                                  r.local_offset, r.lag)
+                                  r.local_offset, r.lag, r.backup)
                       for r in rows_by_partition.get(p, [])]
             out.append(PartitionStatus(p, task_name(p), owners.get(p), committed, ends, lag,
                                        _checkpoint_doc(ckpt), stores))
@@ -167,7 +170,7 @@ def format_table(group: GroupInfo, rows: list[PartitionStatus]) -> list[str]:
     """``millpond status``'s table: a header line about the group, one line per partition."""
     lines = [f"group {group.group}: {group.state}, {group.members} member(s)",
              f"{'part':>4}  {'owner':<44} {'committed':>10} {'end':>10} {'lag':>8}  "
-             f"{'checkpoint (UTC)':<23}  stores (store: checkpointed/end, local)"]
+             f"{'checkpoint (UTC)':<23}  stores (store: checkpointed/end, local[, backup])"]
     for r in rows:
         owner = f"{r.owner.client_id} {r.owner.host}" if r.owner else "-"
         committed = _offsets({t: o for t, o in r.committed.items()})
@@ -176,6 +179,7 @@ def format_table(group: GroupInfo, rows: list[PartitionStatus]) -> list[str]:
         stores = "; ".join(
             f"{s.store}: {_dash(s.checkpointed)}/{s.end}, {s.local or 'not here'}"
             + (f" (+{s.local_lag} to apply)" if s.local_lag else "")
+            + (f", backup {s.backup.short()}" if s.backup is not None else "")
             for s in r.stores) or "-"
         lines.append(f"{r.partition:>4}  {owner:<44} {committed:>10} {end:>10} {r.lag:>8}  "
                      f"{when.replace('T', ' ').rstrip('Z'):<23}  {stores}")

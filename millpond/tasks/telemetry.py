@@ -13,15 +13,20 @@ reporter is configured.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from confluent_kafka import Consumer
 
 from millpond.changelog.checkpoint import task_name
-from millpond.metrics import DurationHistogram, StoreSample, TaskSample
+from millpond.metrics import BackupSample, DurationHistogram, StoreSample, TaskSample
 from millpond.stores.engines.rocksdb import RocksDbEngine
+from millpond.tasks.backup_telemetry import BackupCounters
 from millpond.tasks.instance import TaskInstance
 from millpond.tasks.opening import TaskOpener
 from millpond.tasks.runloop import input_lag
+
+if TYPE_CHECKING:
+    from millpond.backup import StateBackups
 
 REFRESH_S = 1.0
 
@@ -39,6 +44,12 @@ class RuntimeMetrics:
         self._lag: dict[int, dict[str, int]] = {}
         self._rocksdb: dict[tuple[int, str], dict[str, int]] = {}
         self._due = 0.0
+        self.backups = BackupCounters()
+
+    def watch_backups(self, backups: StateBackups | None) -> None:
+        """Count the uploads of ``backups`` (nothing to do when they are off)."""
+        if backups is not None and backups.uploader is not None:
+            backups.uploader.observers.append(self.backups)
 
     # ---- the run loop's thread ----------------------------------------------------------
     def refresh(self, consumer: Consumer, now: float) -> None:
@@ -83,6 +94,10 @@ class RuntimeMetrics:
                             stats.store, restore_records=stats.records,
                             restore_seconds=stats.seconds, restore_remaining=stats.remaining)
                 out[name] = _add(out[name], opening) if name in out else opening
+        for sample in out.values():  # backed-up stores: the uploader's current counters
+            for store in sample.stores.values():
+                if store.backup is not None:
+                    store.backup = self.backups.sample(sample.task, store.store)
         return sorted(out.values(), key=lambda s: s.task)
 
     def _task_sample(self, t: TaskInstance, state: str) -> TaskSample:
@@ -103,6 +118,8 @@ class RuntimeMetrics:
             if s.recovery is not None:
                 store.restore_records = s.recovery.stats.records
                 store.restore_seconds = s.recovery.stats.seconds
+            if t.storage.backups is not None and t.storage.backups.covers(s.config):
+                store.backup = BackupSample()  # filled in by sample()
             sample.stores[name] = store
         return sample
 
@@ -123,5 +140,6 @@ def _add(old: TaskSample, new: TaskSample) -> TaskSample:
             name, a.cache_hits + b.cache_hits, a.cache_misses + b.cache_misses,
             a.cache_evictions + b.cache_evictions, a.changelog_records + b.changelog_records,
             a.changelog_bytes + b.changelog_bytes, a.restore_records + b.restore_records,
-            b.restore_seconds or a.restore_seconds, b.restore_remaining, b.rocksdb)
+            b.restore_seconds or a.restore_seconds, b.restore_remaining, b.rocksdb,
+            b.backup or a.backup)
     return out

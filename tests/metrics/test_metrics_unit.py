@@ -324,3 +324,35 @@ def test_counters_of_closed_instances_are_kept_and_added() -> None:
     [live] = source.sample()
     assert (live.state, live.processed, live.commits, live.commit_seconds.count) == (
         "open", 22, 3, 3)
+
+
+def test_backup_families_only_for_backed_up_stores() -> None:
+    """The uploader's observer counts per task and store; families appear only for stores
+    with backups, gauges once a snapshot is uploaded."""
+    from millpond.backup.manifest import Manifest
+    from millpond.tasks.backup_telemetry import BackupCounters
+
+    counters = BackupCounters()
+    snapshot = Manifest("s1", "job-1", "counts", "job-counts-changelog", 0, 41, "partition-0",
+                        1_700_000_000_250, [])
+    counters.uploaded("counts", 0, snapshot, 5000)
+    counters.uploaded("counts", 0, snapshot, 300)
+    counters.failed("counts", 1, OSError("bucket down"), 700)
+    tasks = [TaskSample(f"partition-{p}", "open", stores={
+        "counts": StoreSample("counts", backup=counters.sample(f"partition-{p}", "counts")),
+        "plain": StoreSample("plain")}) for p in range(3)]
+    f = scrape(tasks)
+    assert value(f, "millpond_backup_uploads_total", task="partition-0") == 2
+    assert value(f, "millpond_backup_uploaded_bytes_total", task="partition-0") == 5300
+    assert value(f, "millpond_backup_last_snapshot_offset", task="partition-0") == 41
+    assert value(f, "millpond_backup_last_snapshot_timestamp_seconds",
+                 task="partition-0") == 1_700_000_000.25
+    assert value(f, "millpond_backup_upload_failures_total", task="partition-1") == 1
+    assert value(f, "millpond_backup_uploaded_bytes_total", task="partition-1") == 700
+    assert value(f, "millpond_backup_uploads_total", task="partition-2") == 0
+    for name in ("millpond_backup_last_snapshot_offset",
+                 "millpond_backup_last_snapshot_timestamp_seconds"):
+        assert {s.labels["task"] for s in f[name]} == {"partition-0"}, name
+    assert {s.labels["store"] for n, samples in f.items() if n.startswith("millpond_backup")
+            for s in samples} == {"counts"}
+    assert not [n for n in scrape(sample_tasks()) if n.startswith("millpond_backup")]

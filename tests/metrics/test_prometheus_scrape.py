@@ -4,7 +4,8 @@ A counting job with ``metrics.reporters=prometheus`` on port 0 (the port is read
 job's log line) processes a known input; Debian's ``prometheus`` binary scrapes it every
 second. Prometheus must then report ``sum(millpond_messages_processed_total)`` equal to the
 messages produced and every task's ``millpond_consumer_lag`` at 0, hold every family with its
-labels, and answer every PromQL query of the Grafana dashboard (docker/grafana) with data.
+labels (the job backs its store up to a ``file://`` directory, for the backup families), and
+answer every PromQL query of the Grafana dashboard (docker/grafana) with data.
 Without the binary the test skips outside CI and fails in CI (.ci/run installs it).
 """
 
@@ -64,6 +65,12 @@ FAMILIES = {
     "millpond_rocksdb_memtable_bytes": {"job", "task", "store"},
     "millpond_producer_delivery_errors_total": {"job", "task"},
     "millpond_assigned_tasks": {"job", "task", "state"},
+    # job.state.backup.uri (a file:// directory here; tests/backup scrapes them with S3)
+    "millpond_backup_uploads_total": {"job", "task", "store"},
+    "millpond_backup_upload_failures_total": {"job", "task", "store"},
+    "millpond_backup_uploaded_bytes_total": {"job", "task", "store"},
+    "millpond_backup_last_snapshot_timestamp_seconds": {"job", "task", "store"},
+    "millpond_backup_last_snapshot_offset": {"job", "task", "store"},
 }
 
 
@@ -189,7 +196,8 @@ def test_prometheus_scrapes_a_job(kafka_bootstrap: str, topic_name: Callable[[st
     produce_users(kafka_bootstrap, topic, half, USERS, PARTITIONS)
     config = write_properties(tmp_path / "job.properties", {
         **counting_job(kafka_bootstrap, name, topic, tmp_path / "state"),
-        "metrics.reporters": "prometheus", "metrics.reporter.prometheus.port": 0})
+        "metrics.reporters": "prometheus", "metrics.reporter.prometheus.port": 0,
+        "job.state.backup.uri": f"file://{tmp_path / 'backups'}"})
     job = start_job(config)
     try:
         out = Lines(job)
