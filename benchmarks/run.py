@@ -119,9 +119,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--restore-sizes",
                    help="changelog sizes (records, comma-separated) whose restores' peak RSS is "
                         "compared (default 2M,4M,8M; --quick 5k,20k; empty = skip)")
-    p.add_argument("--backup-interval-ms", type=int, default=5000,
+    p.add_argument("--backup-interval-ms", type=int, default=60000,
                    help="job.state.backup.interval.ms of the count with backups on (default "
-                        "5000: a snapshot at every 5 s commit; the library default is 60000); "
+                        "60000, the library's: each partition uploads its first commit's "
+                        "snapshot, then one a minute; 5000 uploads at every commit); "
                         "-1: no backups-on row")
     p.add_argument("--snapshot-records", type=int,
                    help="records of the store partition of the snapshot-restore workload "
