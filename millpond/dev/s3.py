@@ -26,7 +26,10 @@ from millpond.dev.maven import COMPLETE_MARKER, fetch_jars
 
 S3PROXY_VERSION = "4.1.0"
 DEFAULT_PORT = 9000
-DEFAULT_HEAP = "-Xmx128m"
+# S3Proxy's filesystem backend holds multipart-upload parts in memory: s3fs sends files over
+# 50 MB as 50 MB parts, several at once, and a 128 MiB heap ran out of memory on a 60 MB SST
+# (measured: 256 MiB still had OutOfMemoryErrors that s3fs retried; 512 MiB none).
+DEFAULT_HEAP = "-Xmx512m"
 IDENTITY = "millpond"  # the access key id and secret of the local server
 CREDENTIAL = "millpond-secret"
 _STATE_FILE = "s3proxy.json"
