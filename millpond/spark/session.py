@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
+from xml.sax.saxutils import escape
 
 from millpond.spark.errors import SparkUnavailableError
 
@@ -79,12 +80,37 @@ def connector_conf(version: str | None = None, cache: Path | None = None) -> dic
     conf = {
         "spark.jars.packages": f"{GROUP}:{CONNECTOR}:{version}",
         "spark.jars.ivy": str(cache / "ivy"),
+        "spark.jars.ivySettings": str(ivy_settings(cache)),
     }
     substitute = token_provider_substitute(version, cache)
     if substitute is not None:
         conf["spark.jars.excludes"] = f"{GROUP}:{TOKEN_PROVIDER}"
         conf["spark.jars"] = str(substitute)
     return conf
+
+
+def ivy_settings(cache: Path) -> Path:
+    """An Ivy settings file that resolves from the Maven repository only (Maven Central, or
+    ``MILLPOND_MAVEN_REPO``), written once under ``<cache>/ivy``.
+
+    Spark's default chain also looks in ``~/.m2/repository``, and Maven often leaves only a
+    module's pom there (a dependency it resolved but did not download, e.g. slf4j-api after
+    fetching the Kafka or S3Proxy jars): Ivy takes the module from that pom, fails on its
+    missing jar, and Spark's JVM never starts."""
+    repo = os.environ.get("MILLPOND_MAVEN_REPO", DEFAULT_REPO).rstrip("/") + "/"
+    path = cache / "ivy" / "ivysettings.xml"
+    text = ('<ivysettings>\n  <settings defaultResolver="maven"/>\n  <resolvers>\n'
+            f'    <ibiblio name="maven" m2compatible="true" root="{escape(repo, _QUOTE)}"/>\n'
+            '  </resolvers>\n</ivysettings>\n')
+    if not path.is_file() or path.read_text() != text:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    return path
+
+
+_QUOTE = {'"': "&quot;"}
 
 
 def connector_jars() -> list[str] | None:

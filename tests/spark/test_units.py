@@ -14,6 +14,7 @@ from millpond.spark.decode import DecodeError, make_decoder, serde_kind, to_json
 from millpond.spark.session import (
     _version_key,
     connector_conf,
+    ivy_settings,
     remembered_jars,
     token_provider_substitute,
 )
@@ -52,6 +53,25 @@ def test_connector_conf_prefers_explicit_then_remembered_jars(
     assert connector_conf("4.1.1", tmp_path) == {"spark.jars": str(jar)}
     jar.unlink()  # a cache cleaned since: resolve again
     assert remembered_jars("4.1.1", tmp_path) is None
+
+
+def test_ivy_resolves_from_the_maven_repository_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not from ~/.m2, where Maven leaves pom-only modules Ivy cannot take a jar from."""
+    import xml.etree.ElementTree as ET
+
+    monkeypatch.delenv("MILLPOND_SPARK_JARS", raising=False)
+    monkeypatch.setenv("MILLPOND_MAVEN_REPO", "https://mirror.example/maven2?a=1&b=2")
+    monkeypatch.setattr("millpond.spark.session.token_provider_substitute", lambda v, c: None)
+    conf = connector_conf("4.1.1", tmp_path)
+    path = Path(conf["spark.jars.ivySettings"])
+    assert path == ivy_settings(tmp_path) and path.parent == tmp_path / "ivy"
+    resolvers = ET.parse(path).getroot().find("resolvers")
+    assert resolvers is not None
+    assert [(r.tag, r.get("root"), r.get("m2compatible")) for r in resolvers] == [
+        ("ibiblio", "https://mirror.example/maven2?a=1&b=2/", "true")]
+    assert ET.parse(path).getroot().find("settings").get("defaultResolver") == "maven"
 
 
 def test_token_provider_decision_is_remembered_without_network(tmp_path: Path) -> None:
