@@ -37,6 +37,9 @@ S3_DEFAULTS: dict[str, Any] = {
                       "retries": {"max_attempts": 2, "mode": "standard"}},
 }
 
+# URI schemes whose first path component is a bucket that must exist beforehand.
+BUCKET_SCHEMES = ("s3://", "s3a://", "gs://", "gcs://")
+
 HashCache = dict[tuple[int, int, int, int], str]
 
 
@@ -66,6 +69,7 @@ class BackupLocation:
         self.local = "file" in (self.fs.protocol if isinstance(self.fs.protocol, tuple)
                                 else (self.fs.protocol,))
         self.root = f"{root.rstrip('/')}/{job}"
+        self._bucket_seen = False
 
     @classmethod
     def from_config(cls, config: Config, backup: BackupConfig | None = None) -> BackupLocation:
@@ -95,7 +99,24 @@ class BackupLocation:
         try:
             return list(self.fs.ls(path, detail=True))
         except FileNotFoundError:
+            self._check_bucket()
             return []
+
+    def _check_bucket(self) -> None:
+        """A missing prefix is only an empty one (nothing uploaded yet), but a missing
+        bucket is a misconfiguration that uploads cannot fix: raise
+        :class:`BackupUnavailableError` naming it, so a restore warns instead of silently
+        taking it as "no snapshots yet". Checked once per location, for object stores."""
+        if self._bucket_seen or not self.uri.startswith(BUCKET_SCHEMES):
+            return
+        bucket = self.root.split("/", 1)[0]
+        self.fs.invalidate_cache(bucket)
+        try:  # not fs.exists(): s3fs says True for a missing bucket
+            self.fs.info(bucket)
+        except FileNotFoundError:
+            raise BackupUnavailableError(f"backup URI {self.uri}: bucket {bucket!r} does not "
+                                         "exist (uploads cannot create it)") from None
+        self._bucket_seen = True
 
     # -- listing ----------------------------------------------------------------------------
     def snapshot_ids(self, store: str, partition: int) -> list[str]:

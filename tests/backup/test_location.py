@@ -176,3 +176,25 @@ def test_backup_list_and_verify_commands(s3: Any, tmp_path: Path) -> None:
     loc.fs.rm_file(f"{loc.partition_root('counts', 0)}/{sst.path}")
     bad = millpond("backup", "verify", "--config", str(config))
     assert bad.returncode == 1 and f"BAD: {sst.path}: missing" in bad.stdout
+
+
+def test_a_missing_bucket_is_an_error_not_an_empty_location(s3: Any, tmp_path: Path) -> None:
+    """A prefix nothing was uploaded to yet lists as no snapshots; a bucket that does not
+    exist (a typo, a bucket never created) is an error naming it, in the listing recovery
+    uses and in `millpond backup list`, not "no snapshots yet"."""
+    from millpond.backup import BackupUnavailableError
+    from tests.kafka_util import millpond, write_properties
+
+    assert BackupLocation(s3.uri("never-written"), "j-1", s3.options).snapshots("counts", 0) == []
+    missing = BackupLocation("s3://no-such-bucket/x", "j-1", s3.options)
+    with pytest.raises(BackupUnavailableError, match="bucket 'no-such-bucket' does not exist"):
+        missing.snapshots("counts", 0)
+    props = {"job.name": "j", "stores.counts.factory": "rocksdb",
+             "stores.counts.key.serde": "string", "stores.counts.msg.serde": "json",
+             "stores.counts.changelog": "kafka.j-counts-changelog",
+             **s3.properties("x"), "job.state.backup.uri": "s3://no-such-bucket/x"}
+    listed = millpond("backup", "list", "--config",
+                      str(write_properties(tmp_path / "job.properties", props)))
+    assert listed.returncode == 1, listed.stdout + listed.stderr
+    assert "bucket 'no-such-bucket' does not exist" in listed.stderr
+    assert "Traceback" not in listed.stderr
