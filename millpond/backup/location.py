@@ -212,11 +212,17 @@ class BackupLocation:
             if sid in keep_ids or (newest_id is not None and sid >= newest_id):
                 continue
             path = f"{root}/snapshots/{sid}"
-            try:  # the manifest first: a half-deleted snapshot is then never taken as one
+            # The manifest first: a half-deleted snapshot is then never taken as one. Another
+            # process pruning the same store partition (its previous owner, still uploading
+            # after a rebalance) may delete the same files first: that is no failure.
+            try:
                 self.fs.rm_file(f"{path}/{MANIFEST}")
             except FileNotFoundError:
                 pass
-            self.fs.rm(path, recursive=True)
+            try:
+                self.fs.rm(path, recursive=True)
+            except FileNotFoundError:
+                pass
             deleted.append(sid)
         referenced = {f.path.rsplit("/", 1)[-1] for m in kept for f in m.files
                       if f.path.startswith("sst/")}
@@ -224,7 +230,10 @@ class BackupLocation:
         for e in self._ls(f"{root}/sst"):
             name = e["name"].rsplit("/", 1)[-1]
             if name not in referenced:
-                self.fs.rm_file(e["name"])
+                try:
+                    self.fs.rm_file(e["name"])
+                except FileNotFoundError:
+                    pass
                 dropped.append(name)
         return deleted, dropped
 
