@@ -41,6 +41,9 @@ S3_DEFAULTS: dict[str, Any] = {
 # Files of a snapshot downloaded (and verified) at once by fetch().
 FETCH_THREADS = 4
 
+# URI schemes whose first path component is a bucket that must exist beforehand.
+BUCKET_SCHEMES = ("s3://", "s3a://", "gs://", "gcs://")
+
 HashCache = dict[tuple[int, int, int, int], str]
 
 
@@ -70,6 +73,7 @@ class BackupLocation:
         self.local = "file" in (self.fs.protocol if isinstance(self.fs.protocol, tuple)
                                 else (self.fs.protocol,))
         self.root = f"{root.rstrip('/')}/{job}"
+        self._bucket_seen = False
 
     @classmethod
     def from_config(cls, config: Config, backup: BackupConfig | None = None) -> BackupLocation:
@@ -99,7 +103,24 @@ class BackupLocation:
         try:
             return list(self.fs.ls(path, detail=True))
         except FileNotFoundError:
+            self._check_bucket()
             return []
+
+    def _check_bucket(self) -> None:
+        """A missing prefix is only an empty one (nothing uploaded yet), but a missing
+        bucket is a misconfiguration that uploads cannot fix: raise
+        :class:`BackupUnavailableError` naming it, so a restore warns instead of silently
+        taking it as "no snapshots yet". Checked once per location, for object stores."""
+        if self._bucket_seen or not self.uri.startswith(BUCKET_SCHEMES):
+            return
+        bucket = self.root.split("/", 1)[0]
+        self.fs.invalidate_cache(bucket)
+        try:  # not fs.exists(): s3fs says True for a missing bucket
+            self.fs.info(bucket)
+        except FileNotFoundError:
+            raise BackupUnavailableError(f"backup URI {self.uri}: bucket {bucket!r} does not "
+                                         "exist (uploads cannot create it)") from None
+        self._bucket_seen = True
 
     # -- listing ----------------------------------------------------------------------------
     def snapshot_ids(self, store: str, partition: int) -> list[str]:
@@ -195,11 +216,17 @@ class BackupLocation:
             if sid in keep_ids or (newest_id is not None and sid >= newest_id):
                 continue
             path = f"{root}/snapshots/{sid}"
-            try:  # the manifest first: a half-deleted snapshot is then never taken as one
+            # The manifest first: a half-deleted snapshot is then never taken as one. Another
+            # process pruning the same store partition (its previous owner, still uploading
+            # after a rebalance) may delete the same files first: that is no failure.
+            try:
                 self.fs.rm_file(f"{path}/{MANIFEST}")
             except FileNotFoundError:
                 pass
-            self.fs.rm(path, recursive=True)
+            try:
+                self.fs.rm(path, recursive=True)
+            except FileNotFoundError:
+                pass
             deleted.append(sid)
         referenced = {f.path.rsplit("/", 1)[-1] for m in kept for f in m.files
                       if f.path.startswith("sst/")}
@@ -207,7 +234,10 @@ class BackupLocation:
         for e in self._ls(f"{root}/sst"):
             name = e["name"].rsplit("/", 1)[-1]
             if name not in referenced:
-                self.fs.rm_file(e["name"])
+                try:
+                    self.fs.rm_file(e["name"])
+                except FileNotFoundError:
+                    pass
                 dropped.append(name)
         return deleted, dropped
 

@@ -26,6 +26,8 @@ from typing import Protocol
 from millpond.backup.location import BackupLocation, HashCache
 from millpond.backup.manifest import Manifest
 from millpond.changelog import local
+from millpond.changelog.checkpoint import read_offset_file
+from millpond.changelog.errors import CheckpointError
 
 log = logging.getLogger(__name__)
 
@@ -118,12 +120,24 @@ class BackupUploader:
         if idle:  # leftovers of a killed process or a failed staging
             for old in checkpoint.parent.glob(base + "-*"):
                 local.wipe(old)
+        stage: Path | None = None
+        problem = None
         try:
             stage = Path(tempfile.mkdtemp(prefix=base + "-", dir=checkpoint.parent))
             stage_checkpoint(checkpoint, stage)
-        except OSError as exc:
-            log.warning("backup of %s partition %d skipped: staging %s failed: %s", store,
-                        partition, checkpoint, exc)
+            staged = read_offset_file(stage)
+        except (OSError, CheckpointError) as exc:
+            problem = f"staging {checkpoint} failed: {exc}"
+        else:
+            if staged is None or staged.offset != offset:
+                # Never label content with an offset it does not reflect: a restore from it
+                # would skip the changelog records in between.
+                problem = (f"checkpoint {checkpoint} is at changelog offset "
+                           f"{None if staged is None else staged.offset}, not {offset}")
+        if problem is not None or stage is None:
+            log.warning("backup of %s partition %d skipped: %s", store, partition, problem)
+            if stage is not None:
+                local.wipe(stage)
             with self._lock:
                 if started is None:  # nothing was staged: the interval is not used up
                     self._started.pop(key, None)

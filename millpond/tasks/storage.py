@@ -71,6 +71,9 @@ class OpenStore:
     # side-input stores: the side-input offsets to resume at (None: from their start)
     side_start: dict[str, int] | None = None
     cache: CachedStore[Any, Any] | None = None  # the object cache (its hit/miss counters)
+    # changelog offset of the last commit's checkpoint directory as this process wrote it;
+    # None until its first commit (the directory may be from before a restore)
+    checkpointed: int | None = None
 
 
 @dataclass
@@ -172,12 +175,17 @@ class TaskStorage:
             offset = StoreOffset(name, s.topic, self.partition, s.offset)
             if s.logged is not None:
                 s.logged.sync()  # WAL-less writes are durable only once memtables are flushed
-            if s.logged is None or s.logged.dirty or not local.checkpoint_dir(s.live).exists():
+            # Not dirty is not enough: after a restore replayed records into the store
+            # (or downloaded a snapshot), the checkpoint directory beside it is from before
+            # and would be uploaded as a backup of the restored offset.
+            if (s.logged is None or s.logged.dirty or s.checkpointed != s.offset
+                    or not local.checkpoint_dir(s.live).exists()):
                 tmp = Path(tempfile.mkdtemp(prefix=".ckpt-", dir=s.live.parent))
                 tmp.rmdir()  # RocksDB creates the checkpoint directory itself
                 s.engine.checkpoint(tmp)
                 write_offset_file(tmp, offset)
                 local.install_checkpoint(tmp, s.live)
+                s.checkpointed = s.offset
             write_offset_file(s.live, offset)
             if s.logged is not None:
                 s.logged.mark_clean()

@@ -95,3 +95,43 @@ def test_a_wiped_store_restores_from_snapshot_and_tail(
     assert offline.returncode == 0, offline.stdout + offline.stderr
     assert f"after snapshot {newest.id}" in offline.stdout, offline.stdout
     assert dump_store(config, "counts") == dict(expected)
+
+
+def test_the_snapshot_after_a_restore_holds_the_restored_state(
+    kafka_bootstrap: str, topic_name: Callable[[str], str], tmp_path: Path, s3: Any,
+) -> None:
+    """A process gets a partition back that another one processed meanwhile: its store
+    directory (and the last commit's checkpoint beside it) is from before, so the
+    changelog tail is replayed into it. The snapshot uploaded after that must hold the
+    restored state, not the checkpoint from before labelled with the new offset (restoring
+    from it would lose the tail). Found by the zombie chaos run with backups on."""
+    source, job = topic_name("in"), topic_name("job")
+    create_topic(kafka_bootstrap, source, 1)
+
+    def config(name: str) -> Path:
+        return write_properties(tmp_path / f"{name}.properties", counting_job(
+            kafka_bootstrap, job, source, tmp_path / name,
+            **{"job.state.backup.interval.ms": 0, **s3.properties(job)}))
+
+    a, b = config("state-a"), config("state-b")
+    off = ("--config-override", "stores.counts.backup.enabled=false")
+    expected: Counter[str] = produce_users(kafka_bootstrap, source, 3_000, 500, 1)
+    first = run_job(a, "--bounded", *off)
+    assert first.returncode == 0, first.stderr[-3000:]
+    expected += produce_users(kafka_bootstrap, source, 3_000, 500, 1)
+    other = run_job(b, "--bounded", *off)  # another machine takes the partition
+    assert other.returncode == 0, other.stderr[-3000:]
+    back = run_job(a, "--bounded")  # back on the first one, backups on: no new input
+    assert back.returncode == 0, back.stderr[-3000:]
+    [(_, replayed, _)] = ready_lines(back.stdout + back.stderr)
+    assert replayed > 0, "the tail was replayed into the old store directory"
+    assert dump_store(a, "counts") == dict(expected)
+    loc = BackupLocation.from_config(Config.load(a))
+    newest = loc.snapshots("counts", 0)[0]
+    assert newest.offset == checkpointed(a)
+
+    shutil.rmtree(tmp_path / "state-a")
+    offline = millpond("restore", "--from-backup", "--config", str(a))
+    assert offline.returncode == 0, offline.stdout + offline.stderr
+    assert f"after snapshot {newest.id}" in offline.stdout, offline.stdout
+    assert dump_store(a, "counts") == dict(expected)

@@ -108,6 +108,48 @@ def test_retention_keeps_the_newest_and_their_ssts(
     assert contents(tmp_path / "restored") == expected
 
 
+def test_a_prune_racing_another_one_is_no_failure(
+    make_location: Callable[..., BackupLocation], tmp_path: Path,
+) -> None:
+    """Two processes prune one store partition (after a rebalance the previous owner may
+    still be uploading): files the other one deleted between listing and deleting are no
+    error, the result is the same."""
+    loc, other = make_location(), make_location()
+    engine = RocksDbEngine(tmp_path / "db")
+    try:
+        for i in range(3):
+            fill(engine, i * 300, 300, tag=f"p{i}")
+            engine.compact()  # each snapshot's SSTs replace the previous ones'
+            newest = loc.upload(checkpoint(engine, tmp_path / f"c{i}", i * 300 + 299),
+                                store="counts", topic=TOPIC, partition=0, offset=i * 300 + 299)
+    finally:
+        engine.close()
+
+    class Racing:
+        """``loc.fs`` whose deletes find the other process was first."""
+
+        def __init__(self, fs: Any) -> None:
+            self._fs = fs
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._fs, name)
+
+        def rm_file(self, path: str) -> None:
+            other.fs.rm_file(path)
+            self._fs.rm_file(path)
+
+        def rm(self, path: str, recursive: bool = False) -> None:
+            other.fs.rm(path, recursive=recursive)
+            self._fs.rm(path, recursive=recursive)
+
+    loc.fs = Racing(loc.fs)
+    deleted, dropped = loc.prune("counts", 0, retain=1, newest_id=newest.id)
+    assert len(deleted) == 2 and dropped
+    assert [m.id for m in other.manifests("counts", 0)] == [newest.id]
+    assert sst_names(other) == {f.path.rsplit("/", 1)[-1] for f in newest.files
+                                if f.path.startswith("sst/")}
+
+
 def test_a_corrupt_sst_fails_verification_and_leaves_nothing(
     make_location: Callable[..., BackupLocation], tmp_path: Path,
 ) -> None:
@@ -176,3 +218,25 @@ def test_backup_list_and_verify_commands(s3: Any, tmp_path: Path) -> None:
     loc.fs.rm_file(f"{loc.partition_root('counts', 0)}/{sst.path}")
     bad = millpond("backup", "verify", "--config", str(config))
     assert bad.returncode == 1 and f"BAD: {sst.path}: missing" in bad.stdout
+
+
+def test_a_missing_bucket_is_an_error_not_an_empty_location(s3: Any, tmp_path: Path) -> None:
+    """A prefix nothing was uploaded to yet lists as no snapshots; a bucket that does not
+    exist (a typo, a bucket never created) is an error naming it, in the listing recovery
+    uses and in `millpond backup list`, not "no snapshots yet"."""
+    from millpond.backup import BackupUnavailableError
+    from tests.kafka_util import millpond, write_properties
+
+    assert BackupLocation(s3.uri("never-written"), "j-1", s3.options).snapshots("counts", 0) == []
+    missing = BackupLocation("s3://no-such-bucket/x", "j-1", s3.options)
+    with pytest.raises(BackupUnavailableError, match="bucket 'no-such-bucket' does not exist"):
+        missing.snapshots("counts", 0)
+    props = {"job.name": "j", "stores.counts.factory": "rocksdb",
+             "stores.counts.key.serde": "string", "stores.counts.msg.serde": "json",
+             "stores.counts.changelog": "kafka.j-counts-changelog",
+             **s3.properties("x"), "job.state.backup.uri": "s3://no-such-bucket/x"}
+    listed = millpond("backup", "list", "--config",
+                      str(write_properties(tmp_path / "job.properties", props)))
+    assert listed.returncode == 1, listed.stdout + listed.stderr
+    assert "bucket 'no-such-bucket' does not exist" in listed.stderr
+    assert "Traceback" not in listed.stderr

@@ -8,6 +8,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import KafkaException
@@ -104,6 +105,28 @@ def test_random_sigkills(
     no input lost under any guarantee; no duplicate under effectively- and exactly-once
     (at-least-once's are reported). Output: exactly once read_committed under exactly-once,
     else nothing lost read_uncommitted (duplicates reported)."""
+    sigkill_chaos(guarantee, full, report, kafka_bootstrap, topic_name, tmp_path)
+
+
+def test_random_sigkills_with_backups(
+    full: bool, report: Callable[..., None], kafka_bootstrap: str,
+    topic_name: Callable[[str], str], tmp_path: Path, s3: Any,
+) -> None:
+    """The same SIGKILLs (effectively-once) with the stores backed up to a real S3 server
+    every 500 ms, and every incarnation on an empty state dir of its own (a new machine):
+    stores come back from snapshots (at least one restore downloads one; kills land
+    during uploads too) plus the changelog tail, and the state stays exact."""
+    sigkill_chaos("effectively-once", full, report, kafka_bootstrap, topic_name, tmp_path,
+                  backup={**s3.properties(topic_name("job")),
+                          "job.state.backup.interval.ms": 500})
+
+
+def sigkill_chaos(
+    guarantee: str, full: bool, report: Callable[..., None], kafka_bootstrap: str,
+    topic_name: Callable[[str], str], tmp_path: Path, backup: dict[str, Any] | None = None,
+) -> None:
+    """:func:`test_random_sigkills`' run; with ``backup`` (``job.state.backup.*``), each
+    incarnation and the final run use a new state dir."""
     messages, kills = (1_000_000, 20) if full else (60_000, 4)
     # The task is throttled (<= ~5k msg/s in CI, ~15k in the long version) so the kills
     # cannot finish the input however fast the machine is.
@@ -113,17 +136,23 @@ def test_random_sigkills(
     create_topic(kafka_bootstrap, source, 4)
     create_topic(kafka_bootstrap, sink, 4)
     expected = produce_users(kafka_bootstrap, source, messages, 5000, 4)
-    conf = write_properties(tmp_path / "job.properties", counting_job(
-        kafka_bootstrap, job, source, tmp_path / "state",
-        **{"task.class": "tests.jobs.counting.SlowCounter",
-           "task.processing.guarantee": guarantee, "task.commit.ms": 500,
-           "emit.stream": f"kafka.{sink}"}))
+
+    def config(name: str) -> Path:
+        return write_properties(tmp_path / f"{name}.properties", counting_job(
+            kafka_bootstrap, job, source, tmp_path / name,
+            **{"task.class": "tests.jobs.counting.SlowCounter",
+               "task.processing.guarantee": guarantee, "task.commit.ms": 500,
+               "emit.stream": f"kafka.{sink}", **(backup or {})}))
+
+    conf = config("state")
     env = {"MILLPOND_TEST_DELAY": delay}
     runs: list[tuple[dict[str, int], str]] = []
     before: dict[str, int] = {}
     after_progress = 0
     for k in range(kills):
         log = tmp_path / f"run-{k}.log"
+        if backup is not None:  # a new machine
+            conf = config(f"state-{k}")
         proc = _start(conf, log, env)
         try:
             if k % ANYTIME == 1:
@@ -145,6 +174,8 @@ def test_random_sigkills(
             proc.wait(30)
         runs.append((before, log.read_text(errors="replace")))
         before = _committed(kafka_bootstrap, job, source)
+    if backup is not None:
+        conf = config("state-final")
     final = run_job(conf, "--bounded", env=env, timeout=600)
     assert final.returncode == 0, final.stderr[-3000:]
     runs.append((before, final.stdout + final.stderr))
@@ -158,11 +189,17 @@ def test_random_sigkills(
     tried = (f"{messages:,} msgs, {kills} seeded kills ({after_commit} after a commit, each "
              f"followed by a resume from it), {restores} task restores ({replayed} replayed "
              f"changelog records)")
+    fault = f"SIGKILL x{kills} ({guarantee})"
+    if backup is not None:
+        downloads = sum(out.count("downloaded snapshot") for _, out in runs)
+        tried += (f"; backups every 500 ms to S3, a new state dir per incarnation: "
+                  f"{downloads} store restores from a snapshot")
+        fault = f"SIGKILL x{kills} with backups, new state dirs ({guarantee})"
     if guarantee == "exactly-once":
-        report(f"SIGKILL x{kills} ({guarantee})", tried, lost + out_lost, duplicated + out_dup,
+        report(fault, tried, lost + out_lost, duplicated + out_dup,
                "exact" if lost + out_lost + duplicated + out_dup == 0 else "DIFF")
     else:
-        report(f"SIGKILL x{kills} ({guarantee})", tried, lost, duplicated,
+        report(fault, tried, lost, duplicated,
                f"{'exact' if lost == duplicated == 0 else 'DIFF'}; output {isolation}: "
                f"{out_lost} lost, {out_dup} duplicated")
     assert lost == 0 and out_lost == 0, (lost, out_lost)
@@ -170,6 +207,8 @@ def test_random_sigkills(
         assert (duplicated, out_dup) == (0, 0)
     elif guarantee == "effectively-once":
         assert duplicated == 0
+    if backup is not None:
+        assert downloads > 0, "no restore started from a snapshot"
 
 
 def test_aborted_transaction_rolls_back_local_state(

@@ -53,6 +53,7 @@ RATE = 2000.0  # input msg/s: processes are busy, so a SIGSTOP often lands mid-b
 GUARANTEES = ["at-least-once", "effectively-once", "exactly-once"]
 SEEDS_FULL = 10
 SHORT_SEEDS = {"at-least-once": 1101, "effectively-once": 2202, "exactly-once": 3303}
+BACKUP_SEED = 2204  # with backups on: its 25 s schedule had a SIGKILL and a scale-out and -in
 TERM_EXIT_S = 45.0  # a SIGTERMed process must exit 0 within this
 OWNERSHIP = re.compile(r"(assigned partitions|revoking partitions|partitions) \[([\d, ]*)\]")
 RUNS_LOG = REPO / "benchmarks" / "out" / "zombies-runs.jsonl"
@@ -479,13 +480,15 @@ def record_run(row: dict[str, Any]) -> None:
 # ---- the chaos test --------------------------------------------------------------------------
 
 def run_chaos(bootstrap: str, topic_name: Callable[[str], str], tmp_path: Path, guarantee: str,
-              seed: int, chaos_s: float, rate: float) -> dict[str, Any]:
-    """Run the whole scenario; returns the measured row (failures under "failures")."""
+              seed: int, chaos_s: float, rate: float, backup: dict[str, Any] | None = None,
+              ) -> dict[str, Any]:
+    """Run the whole scenario; returns the measured row (failures under "failures").
+    ``backup``: ``job.state.backup.*`` properties (state backups on)."""
     began = time.monotonic()
     rng = random.Random(seed)
     source, sink, job = topic_name("in"), topic_name("out"), topic_name("job")
     create_topic(bootstrap, source, PARTITIONS)
-    extra: dict[str, Any] = {}
+    extra: dict[str, Any] = dict(backup or {})
     if guarantee == "exactly-once":
         create_topic(bootstrap, sink, PARTITIONS)
         extra["emit.stream"] = f"kafka.{sink}"
@@ -593,6 +596,8 @@ def run_chaos(bootstrap: str, topic_name: Callable[[str], str], tmp_path: Path, 
         if guarantee == "exactly-once":
             out_missing, out_dup = output_diff(bootstrap, sink, producer.positions)
             row.update(output_missing=out_missing, output_duplicated=out_dup)
+    row["snapshot_restores"] = sum(p.read_text(errors="replace").count("downloaded snapshot")
+                                   for p in cluster.logs.glob("*.log"))
     row["wall_s"] = round(time.monotonic() - began, 1)
     row["chaos_wall_s"] = round(chaos_wall, 1)
     row["failures"] = failures
@@ -626,6 +631,8 @@ def _report_row(report: Callable[..., None], row: dict[str, Any], what: str) -> 
              f"({row['stops_after_start']} right after a start), {row['kills']} SIGKILLs, "
              f"{row['terms']} SIGTERMs, {row['scale_out']}+{row['scale_in']} scale out+in, "
              f"{row['restores']} task restores")
+    if row.get("snapshot_restores"):
+        tried += f"; {row['snapshot_restores']} store restores from an S3 snapshot"
     lost = "-" if row.get("lost") is None else row["lost"] + row.get("output_missing", 0)
     dup = "-" if row.get("duplicated") is None else (row["duplicated"]
                                                      + row.get("output_duplicated", 0))
@@ -644,6 +651,24 @@ def test_zombies(zombie_case: tuple[str, int], full: bool, report: Callable[...,
     record_run(row)
     _report_row(report, row, "zombies: SIGSTOP/KILL/TERM/scale")
     check_row(row)
+
+
+@pytest.mark.timeout(900)
+def test_zombies_with_backups(full: bool, report: Callable[..., None], kafka_bootstrap: str,
+                              topic_name: Callable[[str], str], tmp_path: Path, s3: Any) -> None:
+    """The same chaos (effectively-once, one seed) with both stores backed up to a real S3
+    server every second: every process has a state dir of its own, so each partition
+    that moves (rebalances, SIGKILLs, a scale-out) and the final process's every store
+    come back from snapshots (at least one restore downloads one) plus the changelog
+    tail, while uploads race kills, pauses and rebalances. Exact state."""
+    guarantee = "effectively-once"
+    backup = {**s3.properties(topic_name("job")), "job.state.backup.interval.ms": 1000}
+    row = run_chaos(kafka_bootstrap, topic_name, tmp_path, guarantee, BACKUP_SEED,
+                    chaos_s=35.0 if full else 25.0, rate=RATE, backup=backup)
+    record_run({**row, "test": "zombies-backups"})
+    _report_row(report, row, "zombies with backups, new state dirs")
+    check_row(row)
+    assert row["snapshot_restores"] > 0, "no restore started from a snapshot"
 
 
 @pytest.mark.faults_full
