@@ -240,3 +240,23 @@ def test_a_missing_bucket_is_an_error_not_an_empty_location(s3: Any, tmp_path: P
     assert listed.returncode == 1, listed.stdout + listed.stderr
     assert "bucket 'no-such-bucket' does not exist" in listed.stderr
     assert "Traceback" not in listed.stderr
+
+
+def test_backup_commands_name_an_unreachable_endpoint(s3: Any, tmp_path: Path) -> None:
+    """`millpond backup list|verify` against an endpoint nothing listens on: exit 1 with one
+    line naming the URI and the cause, no traceback."""
+    from millpond.dev.kafka import free_port
+    from tests.kafka_util import millpond, write_properties
+
+    closed = f"http://127.0.0.1:{free_port()}"
+    props = {"job.name": "j", "stores.counts.factory": "rocksdb",
+             "stores.counts.key.serde": "string", "stores.counts.msg.serde": "json",
+             "stores.counts.changelog": "kafka.j-counts-changelog", **s3.properties("x"),
+             "job.state.backup.options.client_kwargs.endpoint_url": closed}
+    config = write_properties(tmp_path / "job.properties", props)
+    for command in ("list", "verify"):
+        out = millpond("backup", command, "--config", str(config))
+        assert out.returncode == 1, out.stdout + out.stderr
+        assert f"Error: cannot read the backup URI {props['job.state.backup.uri']}: " \
+               "EndpointConnectionError" in out.stderr, out.stderr
+        assert closed in out.stderr and "Traceback" not in out.stderr, out.stderr
