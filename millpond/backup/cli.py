@@ -27,10 +27,7 @@ def _location(config_path: Path, overrides: tuple[str, ...]) -> tuple[BackupLoca
 
 def _partitions(location: BackupLocation, store: str) -> list[int]:
     root = f"{location.root}/{store}"
-    try:
-        names = [e["name"].rstrip("/").rsplit("/", 1)[-1] for e in location._ls(root)]
-    except BackupError as exc:  # e.g. the bucket does not exist
-        raise click.ClickException(str(exc)) from exc
+    names = [e["name"].rstrip("/").rsplit("/", 1)[-1] for e in location._ls(root)]
     return sorted(int(n.split("-", 1)[1]) for n in names if n.startswith("partition-"))
 
 

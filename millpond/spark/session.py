@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
-from xml.sax.saxutils import escape
+from xml.sax.saxutils import quoteattr
 
 from millpond.spark.errors import SparkUnavailableError
 
@@ -100,7 +100,7 @@ def ivy_settings(cache: Path) -> Path:
     repo = os.environ.get("MILLPOND_MAVEN_REPO", DEFAULT_REPO).rstrip("/") + "/"
     path = cache / "ivy" / "ivysettings.xml"
     text = ('<ivysettings>\n  <settings defaultResolver="maven"/>\n  <resolvers>\n'
-            f'    <ibiblio name="maven" m2compatible="true" root="{escape(repo, _QUOTE)}"/>\n'
+            f'    <ibiblio name="maven" m2compatible="true" root={quoteattr(repo)}/>\n'
             '  </resolvers>\n</ivysettings>\n')
     if not path.is_file() or path.read_text() != text:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -108,9 +108,6 @@ def ivy_settings(cache: Path) -> Path:
         tmp.write_text(text)
         os.replace(tmp, path)
     return path
-
-
-_QUOTE = {'"': "&quot;"}
 
 
 def connector_jars() -> list[str] | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,27 +37,34 @@ class S3:
                 "job.state.backup.options.client_kwargs.region_name": "us-east-1"}
 
 
-@pytest.fixture(scope="session")
-def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3]:
-    """A real S3Proxy for the session (fails in CI when it cannot start)."""
+@contextmanager
+def running_s3(data_dir: Path, bucket: str) -> Iterator[S3]:
+    """A real S3Proxy on a free loopback port with ``bucket`` created, stopped on exit
+    (fails in CI when it cannot start)."""
     import s3fs
 
     from millpond.dev.errors import DevError
     from millpond.dev.kafka import free_port
     from millpond.dev.s3 import LocalS3
 
-    server = LocalS3(tmp_path_factory.mktemp("s3"), port=free_port())
+    server = LocalS3(data_dir, port=free_port())
     try:
         server.start(timeout=90)
     except DevError as exc:
         unavailable(f"S3Proxy did not start: {exc}")
     try:
-        bucket = "millpond-backups"
         fs = s3fs.S3FileSystem(**server.storage_options(), skip_instance_cache=True)
         fs.call_s3("create_bucket", Bucket=bucket)
         yield S3(server, server.storage_options(), bucket)
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3]:
+    """A real S3Proxy for the session."""
+    with running_s3(tmp_path_factory.mktemp("s3"), "millpond-backups") as server:
+        yield server
 
 
 @pytest.fixture(params=["file", "s3"])

@@ -29,8 +29,7 @@ from millpond.backup import BackupLocation
 from millpond.changelog.checkpoint import Checkpoint, checkpoint_topic
 from millpond.config import Config
 from millpond.tasks.offline import Job
-from tests.backup.conftest import S3
-from tests.conftest import unavailable
+from tests.backup.conftest import S3, running_s3
 from tests.kafka_util import (
     MILLPOND,
     REPO,
@@ -152,23 +151,8 @@ class SlowProxy:
 @pytest.fixture
 def private_s3(tmp_path: Path) -> Iterator[S3]:
     """An S3 server of this test alone (it is stopped and restarted), with one bucket."""
-    import s3fs
-
-    from millpond.dev.errors import DevError
-    from millpond.dev.kafka import free_port
-    from millpond.dev.s3 import LocalS3
-
-    server = LocalS3(tmp_path / "s3", port=free_port())
-    try:
-        server.start(timeout=90)
-    except DevError as exc:
-        unavailable(f"S3Proxy did not start: {exc}")
-    try:
-        fs = s3fs.S3FileSystem(**server.storage_options(), skip_instance_cache=True)
-        fs.call_s3("create_bucket", Bucket="private-backups")
-        yield S3(server, server.storage_options(), "private-backups")
-    finally:
-        server.stop()
+    with running_s3(tmp_path / "s3", "private-backups") as server:
+        yield server
 
 
 def start(config: Path, log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
