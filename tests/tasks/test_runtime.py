@@ -91,7 +91,11 @@ def test_two_processes_scale_out_and_back(
     # B only ever had its share (committed periodically and at the end), and gave it back.
     b_summary = task_summaries(b_log)
     assert set(b_summary) == b_parts, b_log[-3000:]
-    assert all(done > 0 and commits >= 2 for done, commits in b_summary.values()), b_summary
+    # Every task B held committed; B processed input, though not necessarily in every task:
+    # A may drain a partition before the rebalance hands it over (librdkafka fetches
+    # partitions unevenly), leaving B nothing to do there.
+    assert all(commits >= 2 for _, commits in b_summary.values()), b_summary
+    assert sum(done for done, _ in b_summary.values()) > 0, b_summary
     assert [s for s in assigned_partitions(b_log.splitlines()) if s] == [b_parts]
     assert f"revoking partitions {sorted(b_parts)}" in b_log
     # A: all four, gave B's share away, got it back, ended with all four.
