@@ -4,6 +4,7 @@ the HTTP reporter, the histogram, and the cached store's counters."""
 from __future__ import annotations
 
 import subprocess
+import threading
 import urllib.request
 import warnings
 from pathlib import Path
@@ -20,6 +21,7 @@ from millpond.metrics import (
     StoreSample,
     TaskSample,
     parse_reporters,
+    prometheus,
     start_reporters,
 )
 from millpond.metrics.config import PrometheusConfig
@@ -244,6 +246,23 @@ def test_reporter_serves_and_releases_its_port(caplog: pytest.LogCaptureFixture)
         reporter.stop()
     [again] = start_reporters([PrometheusConfig(port)], FakeSource([]))  # released: a
     again.stop()  # restarted process can take the same port
+
+
+def test_stop_wakes_the_serve_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """stop() does not wait for the serve loop's poll: with an hour-long poll it still stops
+    the thread and frees the port (a slow stop was added to every job's end)."""
+    monkeypatch.setattr(prometheus, "SERVE_POLL_S", 3600.0)
+    [reporter] = start_reporters([PrometheusConfig(0)], FakeSource(sample_tasks()))
+    with urllib.request.urlopen(reporter.url, timeout=10) as response:
+        assert response.status == 200
+    stopping = threading.Thread(target=reporter.stop, daemon=True)
+    stopping.start()
+    stopping.join(timeout=30)  # bounded: without the wake-up, stop() would wait an hour
+    assert not stopping.is_alive(), "stop() waited for the serve loop's poll"
+    assert not reporter._thread.is_alive()
+    port = int(reporter.url.rsplit(":", 1)[1].split("/")[0])
+    [again] = start_reporters([PrometheusConfig(port)], FakeSource([]))
+    again.stop()
 
 
 # ---- the cached store's counters -----------------------------------------------------------
