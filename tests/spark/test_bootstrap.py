@@ -29,6 +29,7 @@ from tests.kafka_util import (
     REPO,
     OutputLines,
     checkpoint_history,
+    checkpoint_records,
     counting_job,
     create_topic,
     dump_store,
@@ -178,6 +179,12 @@ def test_refuses_a_job_that_has_run_or_is_running(
     try:
         out.wait_for("tasks ready", lambda ls: len(ready_lines("".join(ls))) >= 2, timeout=60)
         running = millpond(*args, timeout=120)
+        # The job has run only once it committed its input (and so wrote its changelog): a
+        # SIGTERM before its first fetch would leave the changelog empty.
+        deadline = time.monotonic() + 60
+        while _committed_inputs(kafka_bootstrap, job, source) < 200:
+            assert time.monotonic() < deadline, "the job did not commit its 200 inputs"
+            time.sleep(0.3)
     finally:
         proc.terminate()
         proc.wait(30)
@@ -188,6 +195,12 @@ def test_refuses_a_job_that_has_run_or_is_running(
     assert ran.returncode == 2, ran.stdout + ran.stderr
     assert f"job {job} has run" in ran.stderr and "--replace" in ran.stderr
     assert "task checkpoint(s)" in ran.stderr and "is not empty" in ran.stderr
+
+
+def _committed_inputs(bootstrap: str, job: str, source: str) -> int:
+    """Input messages the job's latest checkpoints cover, over its tasks."""
+    return sum(records[-1][1].get(source, 0)
+               for records in checkpoint_records(bootstrap, job).values() if records)
 
 
 def test_unique_refuses_duplicates_and_writes_nothing(
