@@ -4,10 +4,10 @@ A custom collector on a registry of its own (never the global one) turns the run
 samples into metric families when Prometheus scrapes; nothing is updated between scrapes,
 so the runtime's hot path never touches a prometheus-client object.
 
-The HTTP server is prometheus-client's WSGI app on its threading WSGI server, but this module
-runs the serve loop itself so that :meth:`PrometheusReporter.stop` can wake it: socketserver's
-``shutdown()`` otherwise waits for the loop's next poll (up to half a second at the end of
-every job, which was most of the reporter's measured "cost" in the count benchmark).
+The HTTP server is prometheus-client's own (``start_http_server``). :meth:`PrometheusReporter.stop`
+wakes its serve loop with a connection: socketserver's ``shutdown()`` otherwise waits for the
+loop's next poll (up to half a second at the end of every job, which was most of the
+reporter's measured "cost" in the count benchmark).
 """
 
 from __future__ import annotations
@@ -18,16 +18,14 @@ import threading
 import time
 from collections.abc import Iterator
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, make_server
 
-from prometheus_client import CollectorRegistry, make_wsgi_app
+from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
     HistogramMetricFamily,
     Metric,
 )
-from prometheus_client.exposition import ThreadingWSGIServer
 from prometheus_client.registry import Collector
 
 from millpond.metrics.config import PrometheusConfig
@@ -36,7 +34,6 @@ from millpond.metrics.samples import MetricsSource, StoreSample, TaskSample
 
 log = logging.getLogger("millpond.metrics")
 
-SERVE_POLL_S = 0.5  # how often the serve loop looks for a stop request on its own
 STOP_WAIT_S = 5.0  # how long stop() keeps waking the serve loop before giving up on it
 
 TASK = ["job", "task"]
@@ -163,24 +160,6 @@ def _backup_families(job: str, stores: list[tuple[TaskSample, StoreSample]]) -> 
         yield family
 
 
-class _QuietHandler(WSGIRequestHandler):
-    """No access log line per scrape on stderr."""
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the base's name)
-        pass
-
-
-def _server(host: str, port: int, registry: CollectorRegistry) -> ThreadingWSGIServer:
-    """A bound (not yet serving) HTTP server of ``registry``, IPv4 or IPv6 as ``host`` is."""
-    family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
-
-    class Server(ThreadingWSGIServer):
-        address_family = family
-
-    return make_server(host, port, make_wsgi_app(registry), Server,
-                       handler_class=_QuietHandler)
-
-
 class PrometheusReporter:
     """Serves ``http://host:port/metrics`` from a thread until :meth:`stop`."""
 
@@ -188,7 +167,8 @@ class PrometheusReporter:
         self.registry = CollectorRegistry()
         self.registry.register(JobCollector(source))
         try:
-            self._server = _server(config.host, config.port, self.registry)
+            self._server, self._thread = start_http_server(
+                config.port, addr=config.host, registry=self.registry)
         except OSError as exc:
             raise MetricsError(
                 f"cannot serve Prometheus metrics on {config.host}:{config.port}: "
@@ -196,10 +176,6 @@ class PrometheusReporter:
                 "or 0 to pick one)") from exc
         self.host = config.host
         self.port = int(self._server.server_port)
-        self._thread = threading.Thread(target=self._server.serve_forever,
-                                        args=(SERVE_POLL_S,), name="millpond-metrics",
-                                        daemon=True)
-        self._thread.start()
         host = f"[{self.host}]" if ":" in self.host else self.host
         self.url = f"http://{host}:{self.port}/metrics"
         log.info("metrics: Prometheus metrics at %s", self.url)

@@ -3,6 +3,7 @@ the HTTP reporter, the histogram, and the cached store's counters."""
 
 from __future__ import annotations
 
+import socketserver
 import subprocess
 import threading
 import urllib.request
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.exposition import ThreadingWSGIServer
 from prometheus_client.parser import text_string_to_metric_families
 
 from millpond.config import ConfigError, ConfigWarning, load_properties
@@ -21,7 +23,6 @@ from millpond.metrics import (
     StoreSample,
     TaskSample,
     parse_reporters,
-    prometheus,
     start_reporters,
 )
 from millpond.metrics.config import PrometheusConfig
@@ -251,7 +252,9 @@ def test_reporter_serves_and_releases_its_port(caplog: pytest.LogCaptureFixture)
 def test_stop_wakes_the_serve_loop(monkeypatch: pytest.MonkeyPatch) -> None:
     """stop() does not wait for the serve loop's poll: with an hour-long poll it still stops
     the thread and frees the port (a slow stop was added to every job's end)."""
-    monkeypatch.setattr(prometheus, "SERVE_POLL_S", 3600.0)
+    serve = socketserver.BaseServer.serve_forever
+    monkeypatch.setattr(ThreadingWSGIServer, "serve_forever",
+                        lambda self, poll_interval=0.5: serve(self, 3600.0))
     [reporter] = start_reporters([PrometheusConfig(0)], FakeSource(sample_tasks()))
     with urllib.request.urlopen(reporter.url, timeout=10) as response:
         assert response.status == 200
