@@ -64,6 +64,14 @@ def backup_job(bootstrap: str, job: str, source: str, state: Path, backup: dict[
         **backup, **extra})
 
 
+def new_job(bootstrap: str, topic_name: Callable[[str], str],
+            tmp_path: Path) -> tuple[str, str, Path]:
+    """A test's input topic (1 partition, created), its job name and its state dir."""
+    source, job = topic_name("in"), topic_name("job")
+    create_topic(bootstrap, source, 1)
+    return source, job, tmp_path / "state"
+
+
 def location(config: Path) -> BackupLocation:
     return BackupLocation.from_config(Config.load(config))
 
@@ -174,9 +182,7 @@ def test_sigkill_during_an_upload_leaves_a_snapshot_never_used(
     half-written snapshot is not listed, not verified, not restored by `restore
     --from-backup` nor by a restart on an empty state dir (both take the complete one),
     a later upload prunes it, and the state is exact."""
-    source, job = topic_name("in"), topic_name("job")
-    create_topic(kafka_bootstrap, source, 1)
-    state = tmp_path / "state"
+    source, job, state = new_job(kafka_bootstrap, topic_name, tmp_path)
     direct = s3.properties(job)
     slow = SlowProxy(s3.server.port, rate=8_000)
     try:
@@ -250,9 +256,7 @@ def test_a_corrupted_sst_in_the_bucket_is_skipped_for_an_older_snapshot(
     """Bytes of an SST only the newest snapshot has are overwritten in the bucket (same
     size): `backup verify` names it, and a restart on an empty state dir skips that
     snapshot with a warning naming it and starts from the next older one; exact state."""
-    source, job = topic_name("in"), topic_name("job")
-    create_topic(kafka_bootstrap, source, 1)
-    state = tmp_path / "state"
+    source, job, state = new_job(kafka_bootstrap, topic_name, tmp_path)
     conf = write_properties(tmp_path / "job.properties", backup_job(
         kafka_bootstrap, job, source, state, s3.properties(job)))
     loc = location(conf)
@@ -300,9 +304,7 @@ def test_s3_server_stopped_for_10s_mid_run(
     """The S3 server is stopped for 10 s while the job runs: the job keeps processing
     (committed input offsets advance during the outage), warns that backups fall behind,
     uploads again once the server is back, stops cleanly, and the state is exact."""
-    source, job = topic_name("in"), topic_name("job")
-    create_topic(kafka_bootstrap, source, 1)
-    state = tmp_path / "state"
+    source, job, state = new_job(kafka_bootstrap, topic_name, tmp_path)
     conf = write_properties(tmp_path / "job.properties", backup_job(
         kafka_bootstrap, job, source, state, private_s3.properties(job)))
     loc = location(conf)
@@ -368,9 +370,7 @@ def test_a_snapshot_newer_than_the_checkpoint_is_not_used(
     the snapshots a later run uploaded: on an empty state dir those snapshots are skipped,
     each with the reason, the newest one not beyond the checkpoint is used, the input
     after the checkpoint is processed again, and the state is exact."""
-    source, job = topic_name("in"), topic_name("job")
-    create_topic(kafka_bootstrap, source, 1)
-    state = tmp_path / "state"
+    source, job, state = new_job(kafka_bootstrap, topic_name, tmp_path)
     conf = write_properties(tmp_path / "job.properties", backup_job(
         kafka_bootstrap, job, source, state, s3.properties(job),
         **{"task.processing.guarantee": "effectively-once", "job.state.backup.retain": 100}))
@@ -426,9 +426,7 @@ def test_backup_uri_unreachable_at_start(
     warnings, the job finishes and the state is exact."""
     from millpond.dev.kafka import free_port
 
-    source, job = topic_name("in"), topic_name("job")
-    create_topic(kafka_bootstrap, source, 1)
-    state = tmp_path / "state"
+    source, job, state = new_job(kafka_bootstrap, topic_name, tmp_path)
     good = s3.properties(job)
     if fault == "closed port":
         bad = {**good, "job.state.backup.options.client_kwargs.endpoint_url":
