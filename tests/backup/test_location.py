@@ -20,6 +20,19 @@ def sst_names(loc: BackupLocation) -> set[str]:
     return {e["name"].rsplit("/", 1)[-1] for e in loc._ls(f"{loc.partition_root('counts', 0)}/sst")}
 
 
+def cli_config(tmp_path: Path, s3: Any, job: str, prefix: str,
+               overrides: dict[str, str] | None = None) -> Path:
+    """A job config whose ``counts`` store is backed up under ``prefix`` on the S3 server
+    (``overrides`` last), for the `millpond backup` commands."""
+    from tests.kafka_util import write_properties
+
+    return write_properties(tmp_path / "job.properties", {
+        "job.name": job, "stores.counts.factory": "rocksdb",
+        "stores.counts.key.serde": "string", "stores.counts.msg.serde": "json",
+        "stores.counts.changelog": f"kafka.{job}-counts-changelog", **s3.properties(prefix),
+        **(overrides or {})})
+
+
 def test_incremental_upload_and_verified_download(
     make_location: Callable[..., BackupLocation], tmp_path: Path,
 ) -> None:
@@ -193,12 +206,9 @@ def test_s3_options_reach_the_filesystem(s3: Any) -> None:
 
 def test_backup_list_and_verify_commands(s3: Any, tmp_path: Path) -> None:
     """`millpond backup list|verify` on a real S3 server: a sound snapshot, then a bad one."""
-    from tests.kafka_util import millpond, write_properties
+    from tests.kafka_util import millpond
 
-    props = {"job.name": "cli", "stores.counts.factory": "rocksdb",
-             "stores.counts.key.serde": "string", "stores.counts.msg.serde": "json",
-             "stores.counts.changelog": "kafka.cli-counts-changelog", **s3.properties("cli")}
-    config = write_properties(tmp_path / "job.properties", props)
+    config = cli_config(tmp_path, s3, "cli", "cli")
     from millpond.config import Config
 
     loc = BackupLocation.from_config(Config.load(config))
@@ -225,18 +235,14 @@ def test_a_missing_bucket_is_an_error_not_an_empty_location(s3: Any, tmp_path: P
     exist (a typo, a bucket never created) is an error naming it, in the listing recovery
     uses and in `millpond backup list`, not "no snapshots yet"."""
     from millpond.backup import BackupUnavailableError
-    from tests.kafka_util import millpond, write_properties
+    from tests.kafka_util import millpond
 
     assert BackupLocation(s3.uri("never-written"), "j-1", s3.options).snapshots("counts", 0) == []
     missing = BackupLocation("s3://no-such-bucket/x", "j-1", s3.options)
     with pytest.raises(BackupUnavailableError, match="bucket 'no-such-bucket' does not exist"):
         missing.snapshots("counts", 0)
-    props = {"job.name": "j", "stores.counts.factory": "rocksdb",
-             "stores.counts.key.serde": "string", "stores.counts.msg.serde": "json",
-             "stores.counts.changelog": "kafka.j-counts-changelog",
-             **s3.properties("x"), "job.state.backup.uri": "s3://no-such-bucket/x"}
-    listed = millpond("backup", "list", "--config",
-                      str(write_properties(tmp_path / "job.properties", props)))
+    config = cli_config(tmp_path, s3, "j", "x", {"job.state.backup.uri": "s3://no-such-bucket/x"})
+    listed = millpond("backup", "list", "--config", str(config))
     assert listed.returncode == 1, listed.stdout + listed.stderr
     assert "bucket 'no-such-bucket' does not exist" in listed.stderr
     assert "Traceback" not in listed.stderr
@@ -246,17 +252,14 @@ def test_backup_commands_name_an_unreachable_endpoint(s3: Any, tmp_path: Path) -
     """`millpond backup list|verify` against an endpoint nothing listens on: exit 1 with one
     line naming the URI and the cause, no traceback."""
     from millpond.dev.kafka import free_port
-    from tests.kafka_util import millpond, write_properties
+    from tests.kafka_util import millpond
 
     closed = f"http://127.0.0.1:{free_port()}"
-    props = {"job.name": "j", "stores.counts.factory": "rocksdb",
-             "stores.counts.key.serde": "string", "stores.counts.msg.serde": "json",
-             "stores.counts.changelog": "kafka.j-counts-changelog", **s3.properties("x"),
-             "job.state.backup.options.client_kwargs.endpoint_url": closed}
-    config = write_properties(tmp_path / "job.properties", props)
+    config = cli_config(tmp_path, s3, "j", "x",
+                        {"job.state.backup.options.client_kwargs.endpoint_url": closed})
     for command in ("list", "verify"):
         out = millpond("backup", command, "--config", str(config))
         assert out.returncode == 1, out.stdout + out.stderr
-        assert f"Error: cannot read the backup URI {props['job.state.backup.uri']}: " \
+        assert f"Error: cannot read the backup URI {s3.uri('x')}: " \
                "EndpointConnectionError" in out.stderr, out.stderr
         assert closed in out.stderr and "Traceback" not in out.stderr, out.stderr
