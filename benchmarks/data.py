@@ -19,7 +19,7 @@ import orjson
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from millpond.changelog.restore import FETCH_QUEUE_BACKOFF_MS
+from millpond.kafka.reading import FETCH_QUEUE_BACKOFF_MS
 
 PRODUCER_CONF: dict[str, Any] = {"linger.ms": 20, "batch.size": 1_000_000,
                                  "queue.buffering.max.messages": 1_000_000,

@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
                          spark=spark)
         spark.stop()
         # Beside it: the single-process `millpond restore --full` of the same changelog.
-        from millpond.tasks import offline
+        from millpond.ops import offline
 
         print("restoring the same changelog with millpond restore --full ...", file=sys.stderr)
         began = time.monotonic()

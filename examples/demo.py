@@ -132,7 +132,7 @@ def millpond(*args: str, timeout: float = 120, capture: bool = True
 
 
 def check_broker(bootstrap: str) -> None:
-    from millpond import clients
+    from millpond.kafka import clients
 
     try:
         clients.admin({"bootstrap.servers": bootstrap}).list_topics(timeout=10)
@@ -160,7 +160,7 @@ def read_outputs(bootstrap: str, topic: str) -> dict[str, int]:
     """The emitted hourly counts, deduplicated by key (copies of a key must agree)."""
     from confluent_kafka import KafkaError, TopicPartition
 
-    from millpond import clients
+    from millpond.kafka import clients
 
     consumer = clients.consumer({"bootstrap.servers": bootstrap, "group.id": f"demo-read-{uuid.uuid4()}",
                          "enable.auto.commit": False, "enable.partition.eof": True})
@@ -247,7 +247,7 @@ def spark_audit(config: list[str]) -> str | None:
 
 
 def cleanup(bootstrap: str, run_id: str, state: Path) -> None:
-    from millpond import clients
+    from millpond.kafka import clients
 
     admin = clients.admin({"bootstrap.servers": bootstrap})
     topics = [t for t in admin.list_topics(timeout=10).topics if run_id in t]

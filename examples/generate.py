@@ -203,7 +203,7 @@ def create_topics(bootstrap: str, topics: dict[str, int], compacted: Iterable[st
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import NewTopic
 
-    from millpond import clients
+    from millpond.kafka import clients
 
     admin = clients.admin({"bootstrap.servers": bootstrap})
     compact = set(compacted)
@@ -227,7 +227,7 @@ def produce(bootstrap: str, topic: str, records: Iterable[Record]) -> int:
     """Produce ``records`` to ``topic`` in order (idempotent: no reordering, no duplicates).
 
     Raises if any record was not delivered."""
-    from millpond import clients
+    from millpond.kafka import clients
 
     producer = clients.producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
                          "linger.ms": 20})

@@ -1,6 +1,6 @@
 """millpond: Samza-style stateful stream processing for Python."""
 
-from millpond.tasks.api import (
+from millpond.api import (
     IncomingMessageEnvelope,
     MessageCollector,
     OutgoingMessageEnvelope,
@@ -8,11 +8,13 @@ from millpond.tasks.api import (
     TaskContext,
     TaskCoordinator,
 )
+from millpond.errors import MillpondError
 
 __version__ = "0.1.0"
 
 __all__ = [
     "IncomingMessageEnvelope",
+    "MillpondError",
     "MessageCollector",
     "OutgoingMessageEnvelope",
     "StreamTask",

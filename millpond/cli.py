@@ -102,7 +102,7 @@ def run(config_path: Path, overrides: tuple[str, ...], bounded: bool, log_level:
 
 
 def _job(config_path: Path, overrides: tuple[str, ...]) -> Any:
-    from millpond.tasks.offline import Job
+    from millpond.ops.offline import Job
 
     return Job(_load_config(config_path, overrides))
 
@@ -154,7 +154,7 @@ def restore(config_path: Path, overrides: tuple[str, ...], store: str | None,
     """Rebuild local stores from their changelogs (the job must be stopped)."""
     from millpond.backup.errors import BackupError
     from millpond.changelog.errors import ChangelogError
-    from millpond.tasks import offline
+    from millpond.ops import offline
 
     job = _job(config_path, overrides)
     if from_local:
@@ -218,7 +218,7 @@ def checkpoint_set(config_path: Path, overrides: tuple[str, ...], partition: int
                    offsets: tuple[str, ...]) -> None:
     """Set a task's input offsets; refuses while any process of the job runs."""
     from millpond.changelog.errors import ChangelogError
-    from millpond.tasks import offline
+    from millpond.ops import offline
 
     inputs = {}
     for item in offsets:
@@ -251,7 +251,7 @@ def changelog_describe(config_path: Path, overrides: tuple[str, ...], store: str
     import dataclasses
     import json
 
-    from millpond.tasks import describe
+    from millpond.ops import describe
 
     rows, settings = describe.describe(_job(config_path, overrides), store)
     if fmt == "json":
@@ -288,7 +288,7 @@ def status(config_path: Path, overrides: tuple[str, ...], fmt: str) -> None:
     """
     import json
 
-    from millpond.tasks import status as job_status
+    from millpond.ops import status as job_status
 
     group, rows = job_status.status(_job(config_path, overrides))
     if fmt == "json":
@@ -322,7 +322,7 @@ def topics_create(config_path: Path, overrides: tuple[str, ...], partitions: int
     partition count differs). Exits 0 when every topic exists afterwards, 1 if one
     could not be created.
     """
-    from millpond.tasks import topics as job_topics
+    from millpond.ops import topics as job_topics
 
     job = _job(config_path, overrides)
     names = job_topics.job_topics(job.config, list(outputs))
@@ -358,7 +358,7 @@ def _emit(rows: Any, raw: bool = False) -> None:
 def store_get(config_path: Path, overrides: tuple[str, ...], store_name: str, partition: int,
               keys: tuple[str, ...]) -> None:
     """Print the values of KEYS (null when absent)."""
-    from millpond.tasks import describe
+    from millpond.ops import describe
 
     _emit(describe.read_store(_job(config_path, overrides), store_name, [partition], list(keys)))
 
@@ -374,7 +374,7 @@ def store_get(config_path: Path, overrides: tuple[str, ...], store_name: str, pa
 def store_dump(config_path: Path, overrides: tuple[str, ...], store_name: str,
                partitions: tuple[int, ...], raw: bool) -> None:
     """Print every entry, in key order per partition."""
-    from millpond.tasks import describe
+    from millpond.ops import describe
 
     _emit(describe.read_store(_job(config_path, overrides), store_name,
                               list(partitions) or None, raw=raw), raw)
@@ -390,7 +390,7 @@ def store_dump(config_path: Path, overrides: tuple[str, ...], store_name: str,
 def store_range(config_path: Path, overrides: tuple[str, ...], store_name: str, partition: int,
                 start: str | None, end: str | None) -> None:
     """Print entries with START <= key < END (by serialized key order)."""
-    from millpond.tasks import describe
+    from millpond.ops import describe
 
     _emit(describe.read_store(_job(config_path, overrides), store_name, [partition],
                               start=start, end=end))

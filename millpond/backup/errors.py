@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from millpond.errors import MillpondError
 
-class BackupError(Exception):
+
+class BackupError(MillpondError):
     """A backup could not be made, read or used."""
 
 

@@ -142,7 +142,7 @@ def read_checkpoints(
     """The latest checkpoint of every task in the job's checkpoint topic (empty if none),
     reading only ``partitions`` (the tasks' own) when given."""
 
-    from millpond.changelog.restore import read_range, watermarks
+    from millpond.kafka.reading import read_range, watermarks
 
     if partitions is None:
         md = consumer.list_topics(topic, timeout=30).topics.get(topic)

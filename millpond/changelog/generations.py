@@ -14,10 +14,10 @@ from collections.abc import Iterable, Mapping
 
 from confluent_kafka import Consumer
 
-from millpond.changelog.admin import TopicAdmin, store_topic
 from millpond.changelog.checkpoint import Checkpoint, read_checkpoints
 from millpond.changelog.errors import GenerationError
 from millpond.config import Config, StoreConfig
+from millpond.kafka.admin import TopicAdmin, store_topic
 
 _GEN = re.compile(r"^(?P<base>.+)-gen(?P<n>[0-9]+)$")
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 
-from millpond.changelog.producer import TrackedProducer
+from millpond.kafka.producer import TrackedProducer
 from millpond.stores.api import StorageEngine
 
 

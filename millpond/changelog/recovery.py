@@ -43,17 +43,15 @@ from millpond.changelog.checkpoint import (
 )
 from millpond.changelog.errors import ChangelogLostError, CheckpointError
 from millpond.changelog.guarantees import Guarantee
-from millpond.changelog.producer import TrackedProducer
 from millpond.changelog.restore import (
-    BATCH,
     RestoreListener,
     RestoreStats,
-    read_range,
     restore_steps,
     run_steps,
-    watermarks,
 )
 from millpond.changelog.snapshots import RemoteSnapshots, SnapshotRef
+from millpond.kafka.producer import TrackedProducer
+from millpond.kafka.reading import BATCH, read_range, watermarks
 
 log = logging.getLogger(__name__)
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from millpond.errors import MillpondError
 
-class ConfigError(Exception):
+
+class ConfigError(MillpondError):
     """A configuration problem, located as precisely as possible.
 
     ``str()`` reads like ``job.properties:12: stores.foo.key.serde: <what is wrong>``; the

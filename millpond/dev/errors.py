@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from millpond.errors import MillpondError
 
-class DevError(Exception):
+
+class DevError(MillpondError):
     """Base class for development-tooling errors."""
 
 

@@ -299,7 +299,7 @@ class LocalKafka:
 
     def wait_ready(self, timeout: float = 90.0) -> None:
         """Block until a metadata request to the broker succeeds, or raise."""
-        from millpond import clients
+        from millpond.kafka import clients
 
         deadline = time.monotonic() + timeout
         admin = clients.admin({"bootstrap.servers": self.bootstrap, "log_level": 0})

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from millpond.config.errors import ConfigError
+from millpond.errors import MillpondError
 
 
-class MetricsError(Exception):
+class MetricsError(MillpondError):
     """A metrics reporter could not start (e.g. its port is taken)."""
 
 

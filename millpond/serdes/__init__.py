@@ -19,7 +19,7 @@ from millpond.serdes.builtins import (
     UUIDSerde,
 )
 from millpond.serdes.errors import SerdeError
-from millpond.serdes.factory import BUILTINS, SAMZA_ALIASES, SerdeSpecLike, build_serde
+from millpond.serdes.factory import BUILTINS, SAMZA_ALIASES, SerdeSpecLike, build_serde, serdes_for
 
 __all__ = [
     "AvroSerde",
@@ -38,4 +38,5 @@ __all__ = [
     "StringSerde",
     "UUIDSerde",
     "build_serde",
+    "serdes_for",
 ]

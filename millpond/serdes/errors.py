@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from millpond.errors import MillpondError
 
-class SerdeError(Exception):
+
+class SerdeError(MillpondError):
     """A value could not be (de)serialized, or a serde could not be built.
 
     ``serde`` is the serde's name (its registry name when built from config), ``store`` the store

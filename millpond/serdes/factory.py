@@ -13,9 +13,12 @@ from __future__ import annotations
 import importlib
 import inspect
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from millpond.serdes.api import Serde
+
+if TYPE_CHECKING:
+    from millpond.config import Config, StoreConfig
 from millpond.serdes.avro import AvroSerde
 from millpond.serdes.builtins import (
     BytesSerde,
@@ -160,3 +163,10 @@ def _accepts(target: Callable[..., Any], params: Mapping[str, str]) -> bool:
 
 def _show(kwargs: Mapping[str, str]) -> str:
     return ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+
+
+def serdes_for(config: Config, cfg: StoreConfig) -> tuple[Serde[Any], Serde[Any]]:
+    """The key and value serdes of a store, from ``stores.<name>.key.serde|msg.serde``."""
+    key = build_serde(config.serde_spec(cfg.key_serde, f"stores.{cfg.name}.key.serde"))
+    msg = build_serde(config.serde_spec(cfg.msg_serde, f"stores.{cfg.name}.msg.serde"))
+    return key, msg

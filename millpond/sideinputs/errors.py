@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from millpond.tasks.errors import TaskError
+from millpond.errors import MillpondError
 
 
-class SideInputsError(TaskError):
+class SideInputsError(MillpondError):
     """Base class: a side-input store cannot be filled or followed (a task runtime error,
     so the CLI reports it as one line)."""
 

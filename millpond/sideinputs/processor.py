@@ -19,10 +19,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from millpond.api import IncomingMessageEnvelope
 from millpond.config import Config, StoreConfig
 from millpond.sideinputs.errors import SideInputsConfigError
 from millpond.stores.api import KeyValueStore
-from millpond.tasks.api import IncomingMessageEnvelope
 
 Entry = tuple[Any, Any]
 

@@ -25,13 +25,13 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
+from millpond.api import IncomingMessageEnvelope, SerdePair
 from millpond.changelog.checkpoint import task_name
-from millpond.changelog.restore import watermarks
+from millpond.kafka.reading import watermarks
 from millpond.sideinputs import local
 from millpond.sideinputs.errors import SideInputProcessingError, SideInputsStalledError
 from millpond.sideinputs.processor import SideInputsProcessor
 from millpond.stores.api import KeyValueStore, StorageEngine
-from millpond.tasks.api import IncomingMessageEnvelope
 
 log = logging.getLogger("millpond.sideinputs")
 
@@ -62,7 +62,7 @@ class SideInputReader:
 
     def __init__(
         self, partition: int, stores: list[SideInputStore], consumer: Consumer,
-        serdes_of: Callable[[str], tuple[Any, Any]],
+        serdes_of: Callable[[str], SerdePair],
     ) -> None:
         self.partition = partition
         self.stores = stores

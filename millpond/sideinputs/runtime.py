@@ -7,9 +7,11 @@ import logging
 from collections.abc import Callable, Generator
 from typing import Any
 
-from millpond import clients
-from millpond.changelog.restore import FETCH_QUEUE_BACKOFF_MS, watermarks
+from millpond.api import SerdePair
 from millpond.config import Config
+from millpond.kafka import clients
+from millpond.kafka.reading import FETCH_QUEUE_BACKOFF_MS, watermarks
+from millpond.serdes import serdes_for
 from millpond.sideinputs.errors import SideInputsConfigError
 from millpond.sideinputs.processor import (
     SideInputsContext,
@@ -17,7 +19,6 @@ from millpond.sideinputs.processor import (
     new_processor,
 )
 from millpond.sideinputs.reader import SideInputReader, SideInputStore
-from millpond.tasks.storage import serdes_for
 
 log = logging.getLogger("millpond.sideinputs")
 
@@ -27,7 +28,7 @@ class SideInputs:
 
     def __init__(
         self, config: Config, consumer_conf: dict[str, Any], isolation: str,
-        serdes_of: Callable[[str], tuple[Any, Any]],
+        serdes_of: Callable[[str], SerdePair],
     ) -> None:
         self.config = config
         self.stores = {n: cfg for n, cfg in config.stores.items() if cfg.side_inputs}

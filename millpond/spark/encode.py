@@ -98,7 +98,7 @@ def make_writer(
 
     def write(rows: Iterable[Any]) -> Iterator[tuple[int, int, int, int]]:
         from millpond.changelog.errors import ChangelogError
-        from millpond.changelog.producer import TrackedProducer
+        from millpond.kafka.producer import TrackedProducer
 
         producer = TrackedProducer(producer_conf)
         counts: dict[int, list[int]] = {}

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from millpond.errors import MillpondError
 
-class SparkJobError(Exception):
+
+class SparkJobError(MillpondError):
     """Base class: a Spark job over changelogs could not do what was asked."""
 
 

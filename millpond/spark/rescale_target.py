@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 from millpond.changelog.checkpoint import NO_OFFSET, Checkpoint, task_name
 from millpond.changelog.errors import ChangelogError
 from millpond.changelog.generations import job_topics, next_generation, resolve
-from millpond.changelog.producer import TrackedProducer
-from millpond.changelog.restore import watermarks
 from millpond.config import Config, StoreConfig
+from millpond.kafka.producer import TrackedProducer
+from millpond.kafka.reading import watermarks
+from millpond.ops.describe import records_after
+from millpond.ops.offline import Job, group_active
 from millpond.spark.errors import RescaleError
-from millpond.tasks.describe import records_after
-from millpond.tasks.offline import Job, group_active
 
 UNDRAINED_SHOWN = 5
 

@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from millpond import clients
-from millpond.changelog.admin import changelog_topic
 from millpond.changelog.checkpoint import NO_OFFSET, Checkpoint, checkpoint_topic, task_name
 from millpond.changelog.errors import CheckpointError
 from millpond.changelog.guarantees import STATE_ISOLATION
+from millpond.kafka import clients
+from millpond.kafka.admin import changelog_topic
 from millpond.spark.errors import SourceError
 
 if TYPE_CHECKING:

@@ -16,11 +16,11 @@ from pathlib import Path
 from millpond.changelog import local
 from millpond.changelog.checkpoint import NO_OFFSET, OFFSET_FILE, Checkpoint, task_name
 from millpond.changelog.errors import ChangelogError
-from millpond.changelog.producer import TrackedProducer
-from millpond.changelog.restore import watermarks
 from millpond.config import Config, StoreConfig
+from millpond.kafka.producer import TrackedProducer
+from millpond.kafka.reading import watermarks
+from millpond.ops.offline import Job, group_active
 from millpond.spark.errors import BootstrapError
-from millpond.tasks.offline import Job, group_active
 
 
 @dataclass

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from millpond.errors import MillpondError
 
-class StoreError(Exception):
+
+class StoreError(MillpondError):
     """A store operation failed. ``store`` names the store once a layer that knows it is crossed.
 
     The message is rendered from ``detail`` and ``store``, so the serialized layer can add the

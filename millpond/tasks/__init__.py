@@ -1,6 +1,9 @@
-"""The task runtime: the StreamTask API, envelopes, collector, coordinator, container."""
+"""The StreamTask runtime: container, run loop, task manager, commits, opening tasks.
 
-from millpond.tasks.api import (
+The API it runs (``StreamTask``, envelopes, ...) lives in :mod:`millpond.api`; these
+names are re-exported here for compatibility."""
+
+from millpond.api import (
     IncomingMessageEnvelope,
     MessageCollector,
     OutgoingMessageEnvelope,

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from millpond.changelog.admin import OutputTopics
-from millpond.changelog.producer import TrackedProducer
+from millpond.api import MessageCollector, OutgoingMessageEnvelope, SerdePair
 from millpond.config import StreamRef
-from millpond.tasks.api import MessageCollector, OutgoingMessageEnvelope
+from millpond.kafka.admin import OutputTopics
+from millpond.kafka.producer import TrackedProducer
 
-SerdeLookup = Callable[[StreamRef], tuple[Any, Any]]
+SerdeLookup = Callable[[StreamRef], SerdePair]
 
 
 class KafkaCollector(MessageCollector):

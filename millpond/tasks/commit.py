@@ -36,10 +36,7 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from millpond.changelog.errors import (
-    ProducerFencedError,
-    TransactionAbortedError,
-)
+from millpond.kafka.errors import ProducerFencedError, TransactionAbortedError
 from millpond.tasks.faults import abort_point, crash_point
 from millpond.tasks.instance import TaskInstance
 

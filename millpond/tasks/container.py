@@ -11,7 +11,7 @@ input; task N also reads partition N of every other input. The container wires t
 * :mod:`millpond.tasks.runloop`, which polls, dispatches, windows and commits through
 * :mod:`millpond.tasks.commit` (one transaction per task, fenced by its transactional id);
 * :mod:`millpond.tasks.deadletter` decides what a failed message does;
-* :mod:`millpond.tasks.streams` builds the streams' serdes.
+* :mod:`millpond.tasks.stream_serdes` builds the streams' serdes.
 
 A task whose commit fails as an ordinary event (fenced by a new owner, refused by the
 group, aborted) is closed without committing and reopened after the next rebalance if it
@@ -29,16 +29,18 @@ from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from millpond import clients
-from millpond.changelog.admin import OutputTopics, TopicAdmin, check_job_topics
 from millpond.changelog.checkpoint import checkpoint_topic
 from millpond.changelog.generations import current_topics
 from millpond.changelog.guarantees import STATE_ISOLATION, Guarantee
-from millpond.changelog.producer import log_client_error
-from millpond.changelog.restore import FETCH_QUEUE_BACKOFF_MS, RestoreListener, restore_consumer
+from millpond.changelog.restore import RestoreListener
 from millpond.config import Config
+from millpond.kafka import clients
+from millpond.kafka.admin import OutputTopics, TopicAdmin, check_job_topics
+from millpond.kafka.producer import log_client_error
+from millpond.kafka.reading import FETCH_QUEUE_BACKOFF_MS, restore_consumer
 from millpond.metrics import Reporter, parse_reporters, start_reporters
 from millpond.partitioner import librdkafka_setting
+from millpond.serdes import serdes_for
 from millpond.sideinputs.runtime import SideInputs
 from millpond.tasks.commit import CommitFailure, CommitProtocol
 from millpond.tasks.deadletter import DeadLetterPolicy
@@ -48,8 +50,7 @@ from millpond.tasks.loading import load_restore_listener, load_task_class
 from millpond.tasks.membership import Membership
 from millpond.tasks.opening import OpenContext, TaskOpener, open_task, reopen_hold_s
 from millpond.tasks.runloop import RunLoop
-from millpond.tasks.storage import serdes_for
-from millpond.tasks.streams import StreamSerdes
+from millpond.tasks.stream_serdes import StreamSerdes
 from millpond.tasks.telemetry import RuntimeMetrics
 
 if TYPE_CHECKING:

@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 from confluent_kafka import Message
 
-from millpond.changelog.producer import TrackedProducer
 from millpond.config import Config
+from millpond.kafka.producer import TrackedProducer
 from millpond.tasks.errors import MessageError
 
 log = logging.getLogger("millpond.container")

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from millpond.errors import MillpondError
 
-class TaskError(Exception):
+
+class TaskError(MillpondError):
     """Base class for task runtime errors."""
 
 
@@ -22,11 +24,3 @@ class MessageError(TaskError):
             f"{type(cause).__name__}: {cause}. Nothing after offset {offset - 1} was committed; "
             "fix the task or set task.drop.deserialization.errors / task.dlq.stream."
         )
-
-
-class JobNeverRanError(TaskError):
-    """``millpond status`` found no checkpoint and no running process of the job."""
-
-
-class TopicCreateError(TaskError):
-    """``millpond topics create`` could not create a topic (names it and Kafka's reason)."""

@@ -6,16 +6,15 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from confluent_kafka import Message
 
+from millpond.api import IncomingMessageEnvelope, SerdePair, StreamTask, TaskCoordinator
 from millpond.changelog.checkpoint import Checkpoint, task_name
-from millpond.changelog.errors import OutputTopicError, ProducerFencedError, TransactionAbortedError
-from millpond.changelog.producer import TrackedProducer
+from millpond.kafka.errors import OutputTopicError, ProducerFencedError, TransactionAbortedError
+from millpond.kafka.producer import TrackedProducer
 from millpond.metrics.histogram import DurationHistogram
 from millpond.sideinputs.reader import SideInputReader
-from millpond.tasks.api import IncomingMessageEnvelope, StreamTask, TaskCoordinator
 from millpond.tasks.collector import KafkaCollector
 from millpond.tasks.storage import TaskStorage
 
@@ -69,7 +68,7 @@ class TaskInstance:
         return task_name(self.partition)
 
     def handle_batch(
-        self, msgs: list[Message], serdes_of: Callable[[str], tuple[Any, Any]],
+        self, msgs: list[Message], serdes_of: Callable[[str], SerdePair],
         on_error: ErrorPolicy,
     ) -> int:
         """Process ``msgs`` (this task's, in offset order) and advance the input positions.

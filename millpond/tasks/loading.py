@@ -7,9 +7,9 @@ import os
 import sys
 from typing import Any
 
+from millpond.api import StreamTask
 from millpond.changelog.restore import RestoreListener
 from millpond.config import Config
-from millpond.tasks.api import StreamTask
 from millpond.tasks.errors import TaskConfigError
 
 

@@ -20,16 +20,17 @@ from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import Consumer
 
-from millpond.changelog.admin import OutputTopics
+from millpond.api import StreamTask, TaskContext
 from millpond.changelog.checkpoint import read_checkpoints, task_name
-from millpond.changelog.errors import ProducerFencedError, TransactionAbortedError
 from millpond.changelog.guarantees import Guarantee
-from millpond.changelog.producer import TrackedProducer
-from millpond.changelog.restore import RestoreListener, RestoreStats, watermarks
+from millpond.changelog.restore import RestoreListener, RestoreStats
 from millpond.config import Config
+from millpond.kafka.admin import OutputTopics
+from millpond.kafka.errors import ProducerFencedError, TransactionAbortedError
+from millpond.kafka.producer import TrackedProducer
+from millpond.kafka.reading import watermarks
 from millpond.sideinputs.reader import SideInputReader
 from millpond.sideinputs.runtime import SideInputs
-from millpond.tasks.api import StreamTask, TaskContext
 from millpond.tasks.collector import KafkaCollector, SerdeLookup
 from millpond.tasks.instance import TaskInstance
 from millpond.tasks.storage import TaskStorage

@@ -12,10 +12,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
+from millpond.api import SerdePair
 from millpond.tasks.faults import crash_point
 from millpond.tasks.instance import TASK_MOVED, ErrorPolicy, TaskInstance
 from millpond.tasks.opening import TaskOpener
@@ -35,7 +35,7 @@ class RunLoop:
         inputs: list[str], commit: Callable[[list[TaskInstance] | None], None],
         activate: Callable[[TaskInstance], None], on_error: ErrorPolicy,
         task_failed: Callable[[TaskInstance, Exception], None],
-        serdes_of: Callable[[str], tuple[Any, Any]], check: Callable[[], None],
+        serdes_of: Callable[[str], SerdePair], check: Callable[[], None],
         commit_every_s: float, window_every_s: float, bounded: bool, status_every_s: float,
         task_count: int = 0, end_grace_s: float = 4.0,
         tick: Callable[[Consumer, float], None] | None = None,

@@ -22,12 +22,13 @@ from millpond.changelog.checkpoint import StoreOffset, clear_offset_file, write_
 from millpond.changelog.generations import resolve
 from millpond.changelog.guarantees import Guarantee
 from millpond.changelog.logged import LoggedStore
-from millpond.changelog.producer import TrackedProducer
 from millpond.changelog.recovery import RecoveryResult, recover_store_steps
-from millpond.changelog.restore import RestoreListener, RestoreStats, run_steps, watermarks
+from millpond.changelog.restore import RestoreListener, RestoreStats, run_steps
 from millpond.changelog.snapshots import RemoteSnapshots
 from millpond.config import Config, StoreConfig
-from millpond.serdes import build_serde
+from millpond.kafka.producer import TrackedProducer
+from millpond.kafka.reading import watermarks
+from millpond.serdes import serdes_for
 from millpond.sideinputs.local import open_store_engine
 from millpond.sideinputs.readonly import ReadOnlyStore
 from millpond.stores import InMemoryEngine, RocksDbEngine, RocksDbOptions, build_stack
@@ -46,13 +47,6 @@ def open_engine(cfg: StoreConfig, live: Path | None) -> StorageEngine:
         return InMemoryEngine()
     live.mkdir(parents=True, exist_ok=True)
     return RocksDbEngine(live, RocksDbOptions.from_store_properties(cfg.properties))
-
-
-def serdes_for(config: Config, cfg: StoreConfig) -> tuple[Any, Any]:
-    """The key and value serdes of a store, from ``stores.<name>.key.serde|msg.serde``."""
-    key = build_serde(config.serde_spec(cfg.key_serde, f"stores.{cfg.name}.key.serde"))
-    msg = build_serde(config.serde_spec(cfg.msg_serde, f"stores.{cfg.name}.msg.serde"))
-    return key, msg
 
 
 @dataclass

@@ -22,7 +22,7 @@ import pytest
 from millpond.backup import BackupLocation
 from millpond.config import Config
 from millpond.dev.kafka import free_port
-from millpond.tasks.offline import Job
+from millpond.ops.offline import Job
 from tests.kafka_util import (
     counting_job,
     create_topic,

@@ -8,7 +8,7 @@ import pytest
 from confluent_kafka import Producer
 
 from millpond.changelog.checkpoint import Checkpoint, read_checkpoints, task_name
-from millpond.changelog.restore import restore_consumer
+from millpond.kafka.reading import restore_consumer
 from tests.kafka_util import create_topic
 
 pytestmark = pytest.mark.kafka

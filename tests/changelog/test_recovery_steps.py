@@ -12,9 +12,10 @@ from confluent_kafka import Consumer, Producer
 from millpond.changelog import local, restore
 from millpond.changelog.checkpoint import StoreOffset, read_offset_file, write_offset_file
 from millpond.changelog.guarantees import Guarantee
-from millpond.changelog.producer import TrackedProducer
 from millpond.changelog.recovery import local_start, recover_store, recover_store_steps
-from millpond.changelog.restore import RestoreStats, restore_consumer
+from millpond.changelog.restore import RestoreStats
+from millpond.kafka.producer import TrackedProducer
+from millpond.kafka.reading import restore_consumer
 from millpond.stores import RocksDbEngine
 from tests.kafka_util import create_topic
 

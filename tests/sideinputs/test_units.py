@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaError
 
+from millpond.api import IncomingMessageEnvelope
 from millpond.config import Config, ConfigError, StreamRef
 from millpond.serdes.builtins import JsonSerde, StringSerde
 from millpond.sideinputs import KeyValueProcessor, ReadOnlyStore, SideInputsContext
@@ -20,7 +21,6 @@ from millpond.sideinputs.local import distrust, open_store_engine, read_offsets,
 from millpond.sideinputs.processor import load_processor_class
 from millpond.sideinputs.reader import SideInputReader, SideInputStore
 from millpond.stores import InMemoryEngine, RocksDbEngine, build_stack
-from millpond.tasks.api import IncomingMessageEnvelope
 
 BASE = """job.name=j
 stores.p.factory=rocksdb

@@ -25,7 +25,7 @@ def test_librdkafka_lines_go_to_the_millpond_kafka_logger() -> None:
         import logging, sys
         logging.basicConfig(level=logging.INFO, stream=sys.stdout,
                             format="LOG %(name)s %(levelname)s %(message)s")
-        from millpond import clients
+        from millpond.kafka import clients
         conf = {{"bootstrap.servers": "127.0.0.1:{_closed_port()}",
                 "reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 100}}
         consumer = clients.consumer({{**conf, "group.id": "g"}})

@@ -392,8 +392,9 @@ def test_samza_doc_store_snippet(tmp_path: Path) -> None:
     assert config.serde_spec("string").factory == spec.factory
 
     # ... and opens a working, persistent RocksDB store from it, unchanged.
+    from millpond.serdes import serdes_for
     from millpond.stores import build_store
-    from millpond.tasks.storage import open_engine, serdes_for
+    from millpond.tasks.storage import open_engine
 
     key_serde, msg_serde = serdes_for(config, store)
     for round_ in range(2):

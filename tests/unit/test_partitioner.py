@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 
 from millpond.config import Config, ConfigError
+from millpond.ops.offline import Job
 from millpond.partitioner import (
     consistent_partition,
     librdkafka_setting,
     murmur2_partition,
     partition_of,
 )
-from millpond.tasks.offline import Job
 
 # Kafka's UtilsTest.testMurmur2: the Java client's murmur2, as signed 32-bit ints.
 JAVA_MURMUR2 = {

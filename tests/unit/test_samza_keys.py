@@ -224,7 +224,7 @@ def test_empty_task_inputs_points_at_its_line(tmp_path: Path) -> None:
 
 
 def test_offline_tools_name_the_file_for_missing_brokers(tmp_path: Path) -> None:
-    from millpond.tasks.offline import Job
+    from millpond.ops.offline import Job
 
     config = load(tmp_path, "job.name=j\n")
     with pytest.raises(ConfigError, match=r"job.properties: systems.kafka.bootstrap.servers"):

@@ -12,7 +12,6 @@ from typing import Any
 from confluent_kafka import Consumer
 
 from millpond.changelog import local
-from millpond.changelog.admin import TopicAdmin
 from millpond.changelog.checkpoint import (
     Checkpoint,
     checkpoint_topic,
@@ -22,9 +21,11 @@ from millpond.changelog.checkpoint import (
 from millpond.changelog.errors import ChangelogError, CheckpointError
 from millpond.changelog.generations import job_topics, resolve
 from millpond.changelog.guarantees import STATE_ISOLATION, Guarantee
-from millpond.changelog.producer import TrackedProducer
-from millpond.changelog.restore import RestoreListener, RestoreStats, restore_consumer
+from millpond.changelog.restore import RestoreListener, RestoreStats
 from millpond.config import Config, StoreConfig
+from millpond.kafka.admin import TopicAdmin
+from millpond.kafka.producer import TrackedProducer
+from millpond.kafka.reading import restore_consumer
 from millpond.partitioner import librdkafka_setting
 from millpond.tasks.storage import TaskStorage, open_engine
 

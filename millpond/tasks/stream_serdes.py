@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from millpond.api import SerdePair
 from millpond.config import Config, StreamRef
 from millpond.serdes import build_serde
 
@@ -13,18 +12,18 @@ class StreamSerdes:
 
     def __init__(self, config: Config) -> None:
         self.config = config
-        self._by_topic: dict[str, tuple[Any, Any]] = {}
+        self._by_topic: dict[str, SerdePair] = {}
 
-    def of(self, ref: StreamRef) -> tuple[Any, Any]:
+    def of(self, ref: StreamRef) -> SerdePair:
         """The key and message serde of ``ref`` (None where the stream has none)."""
         names = self.config.stream_serdes(ref)
         out = []
         for kind, name in zip(("key", "msg"), names, strict=True):
             key = f"systems.{ref.system}.streams.{ref.topic}.samza.{kind}.serde"
             out.append(build_serde(self.config.serde_spec(name, key)) if name else None)
-        return out[0], out[1]
+        return SerdePair(out[0], out[1])
 
-    def of_input(self, topic: str) -> tuple[Any, Any]:
+    def of_input(self, topic: str) -> SerdePair:
         """The serdes of input ``topic`` of the kafka system, cached (the hot path)."""
         hit = self._by_topic.get(topic)
         if hit is None:

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import NewTopic
 
-from millpond.changelog.admin import TIMEOUT, TopicAdmin
-from millpond.changelog.errors import ChangelogTopicError
 from millpond.config import Config
-from millpond.tasks.errors import TopicCreateError
+from millpond.kafka.admin import TIMEOUT, TopicAdmin
+from millpond.kafka.errors import TopicError
+from millpond.ops.errors import TopicCreateError
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ def create_topics(admin: TopicAdmin, topics: list[str], partitions: int,
     for topic in topics:
         try:
             have = admin.partition_count(topic)
-        except ChangelogTopicError as exc:  # e.g. a name Kafka refuses
+        except TopicError as exc:  # e.g. a name Kafka refuses
             failures.append(str(exc))
             continue
         if have is None:

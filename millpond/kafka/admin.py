@@ -8,9 +8,9 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import ConfigResource, NewTopic
 
-from millpond import clients
-from millpond.changelog.errors import ChangelogTopicError, OutputTopicError
 from millpond.config import Config, StoreConfig
+from millpond.kafka import clients
+from millpond.kafka.errors import OutputTopicError, TopicError
 
 TIMEOUT = 30.0
 
@@ -42,7 +42,7 @@ class TopicAdmin:
             return None
         if md.error is not None:
             if md.error.code() not in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC):
-                raise ChangelogTopicError(f"topic {topic}: {md.error.str()}")
+                raise TopicError(f"topic {topic}: {md.error.str()}")
             return None
         return len(md.partitions)
 
@@ -65,10 +65,10 @@ class TopicAdmin:
                 future.result(timeout=TIMEOUT)
             except KafkaException as exc:
                 if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                    raise ChangelogTopicError(f"could not create {what} topic {topic}: {exc}") from exc
+                    raise TopicError(f"could not create {what} topic {topic}: {exc}") from exc
             return self.ensure_compacted(topic, partitions, replication, config, what)
         if existing != partitions:
-            raise ChangelogTopicError(
+            raise TopicError(
                 f"{what} topic {topic} has {existing} partitions but the job has {partitions} "
                 f"tasks (one per input partition); its partition p must hold task p's state. "
                 f"Fix: point the store at a new topic, or delete {topic} (its data is lost) "
@@ -76,7 +76,7 @@ class TopicAdmin:
             )
         policy = self.topic_config(topic).get("cleanup.policy", "")
         if "compact" not in policy.split(","):
-            raise ChangelogTopicError(
+            raise TopicError(
                 f"{what} topic {topic} has cleanup.policy={policy}; without compaction old "
                 f"values are deleted by retention and state would be lost on restore. Fix: "
                 f"kafka-configs --alter --entity-type topics --entity-name {topic} "
@@ -93,7 +93,7 @@ class TopicAdmin:
         try:
             future.result(timeout=TIMEOUT)
         except KafkaException as exc:
-            raise ChangelogTopicError(f"could not grow topic {topic} to {total} partitions: "
+            raise TopicError(f"could not grow topic {topic} to {total} partitions: "
                                       f"{exc}") from exc
 
     def ensure_topic(self, topic: str, partitions: int, config: Mapping[str, str] | None = None) -> None:
@@ -131,7 +131,7 @@ class OutputTopics:
             return
         try:
             self._admin.ensure_topic(topic, self.partitions)
-        except (KafkaException, ChangelogTopicError) as exc:
+        except (KafkaException, TopicError) as exc:
             raise OutputTopicError(
                 f"output topic {topic} does not exist and could not be created: {exc}. "
                 f"Create it: kafka-topics.sh --bootstrap-server {self._bootstrap} --create "
@@ -153,12 +153,12 @@ def check_job_topics(
     for topic in inputs:
         n = admin.partition_count(topic)
         if n is None:
-            raise ChangelogTopicError(
+            raise TopicError(
                 f"input topic {topic} (task.inputs) does not exist; create it with "
                 "`millpond topics create --config <job.properties> --partitions N`")
         counts[topic] = n
     if len(set(counts.values())) != 1:
-        raise ChangelogTopicError(
+        raise TopicError(
             "inputs must have equal partition counts (task N reads partition N of each): "
             + ", ".join(f"{t}={n}" for t, n in counts.items()))
     tasks = next(iter(counts.values()))

@@ -1,14 +1,26 @@
-"""The StreamTask API users implement, and the objects the container hands to it."""
+"""The API every layer shares: the StreamTask interface, envelopes, partitions, serde pairs.
+
+A leaf module: it imports nothing of millpond at run time (only types, for annotations), so
+the runtime, side inputs, the streams API and the tools can all build on it.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from millpond.config import Config
+    from millpond.serdes.api import Serde
     from millpond.stores.api import KeyValueStore
+
+
+class SerdePair(NamedTuple):
+    """A stream's or a store's key and message serdes (``None``: raw bytes pass through)."""
+
+    key: Serde[Any] | None
+    msg: Serde[Any] | None
 
 
 @dataclass(frozen=True)

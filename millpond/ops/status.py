@@ -18,12 +18,12 @@ from typing import Any
 
 from millpond.backup.status import SnapshotStatus
 from millpond.changelog import local
-from millpond.changelog.admin import TIMEOUT
 from millpond.changelog.checkpoint import Checkpoint, task_name
-from millpond.changelog.restore import watermarks
-from millpond.tasks.describe import PartitionInfo, describe
-from millpond.tasks.errors import JobNeverRanError
-from millpond.tasks.offline import Job
+from millpond.kafka.admin import TIMEOUT
+from millpond.kafka.reading import watermarks
+from millpond.ops.describe import PartitionInfo, describe
+from millpond.ops.errors import JobNeverRanError
+from millpond.ops.offline import Job
 
 
 @dataclass

@@ -17,9 +17,10 @@ from millpond.backup.status import BackupStatusReader, SnapshotStatus
 from millpond.changelog import local
 from millpond.changelog.checkpoint import read_offset_file, task_name
 from millpond.changelog.errors import CheckpointError
-from millpond.changelog.restore import read_range, watermarks
-from millpond.tasks.offline import Job
-from millpond.tasks.storage import open_engine, serdes_for
+from millpond.kafka.reading import read_range, watermarks
+from millpond.ops.offline import Job
+from millpond.serdes import serdes_for
+from millpond.tasks.storage import open_engine
 
 
 @dataclass

@@ -20,8 +20,8 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message
 
-from millpond import clients
-from millpond.changelog.errors import DeliveryError, ProducerFencedError, TransactionAbortedError
+from millpond.kafka import clients
+from millpond.kafka.errors import DeliveryError, ProducerFencedError, TransactionAbortedError
 
 log = logging.getLogger(__name__)
 

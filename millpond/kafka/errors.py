@@ -1,0 +1,51 @@
+"""Errors of talking to Kafka: topics, deliveries, transactions, reads."""
+
+from __future__ import annotations
+
+from millpond.errors import MillpondError
+
+
+class KafkaClientError(MillpondError):
+    """Base class for errors of millpond's Kafka clients (admin, producer, readers)."""
+
+
+class TopicError(KafkaClientError):
+    """A topic the job needs cannot serve: a missing input, unequal input partition counts,
+    or a changelog/checkpoint topic with the wrong partition count or cleanup policy."""
+
+
+class OutputTopicError(TopicError):
+    """An output topic a task sends to does not exist and could not be created."""
+
+
+class DeliveryError(KafkaClientError):
+    """A produced record (changelog, checkpoint or output) was not acknowledged by Kafka.
+
+    Raised before the commit that would have covered it, so nothing is lost silently.
+    """
+
+
+class ReadError(KafkaClientError):
+    """A partition could not be read: its offsets stayed unavailable, a fetch failed, or a
+    read stalled before the offset it had to reach."""
+
+
+class ProducerFencedError(KafkaClientError):
+    """A task's transactional producer can no longer write: another process took the task
+    over (its ``init_transactions`` fenced this one) or the producer hit a fatal error.
+
+    An ordinary event after a rebalance or a pause: the task is closed without committing.
+    """
+
+
+class TransactionAbortedError(KafkaClientError):
+    """A task's transaction could not commit and was aborted; nothing of it is visible.
+
+    ``unavailable`` is True when a coordinator did not answer in time (a broker restarting,
+    a coordinator moving): the task then waits for the next rebalance or a short hold
+    before it reopens.
+    """
+
+    def __init__(self, message: str, unavailable: bool = False) -> None:
+        super().__init__(message)
+        self.unavailable = unavailable

@@ -1,0 +1,1 @@
+"""The CLI's back-ends: offline restores and checkpoints, store inspection, status, topics."""

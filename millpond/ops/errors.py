@@ -1,0 +1,17 @@
+"""Errors of the operations behind the CLI: status, topics, offline restores."""
+
+from __future__ import annotations
+
+from millpond.errors import MillpondError
+
+
+class OpsError(MillpondError):
+    """Base class for errors of the CLI's back-ends."""
+
+
+class JobNeverRanError(OpsError):
+    """``millpond status`` found no checkpoint and no running process of the job."""
+
+
+class TopicCreateError(OpsError):
+    """``millpond topics create`` could not create a topic (names it and Kafka's reason)."""
