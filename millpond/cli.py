@@ -9,22 +9,13 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from millpond import __version__
+from millpond.clibase import BoundaryGroup, config_option, override_option
 
 if TYPE_CHECKING:
     from millpond.dev import DevServer
 
 
-class _Main(click.Group):
-    """The root group: user-facing errors become one clear line and exit 1, no traceback."""
-
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except _user_errors() as exc:
-            raise click.ClickException(str(exc)) from exc
-
-
-@click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=BoundaryGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="millpond")
 def main() -> None:
     """Samza-style stateful stream processing: RocksDB stores with Kafka changelogs."""
@@ -37,35 +28,9 @@ def main() -> None:
 
 
 def _load_config(path: Path, overrides: tuple[str, ...]) -> Any:
-    from millpond.config import Config, ConfigError
+    from millpond.config import Config
 
-    try:
-        return Config.load(path, overrides)
-    except ConfigError as exc:
-        raise click.ClickException(str(exc)) from exc
-
-
-def _user_errors() -> tuple[type[Exception], ...]:
-    """Exceptions that mean bad config, input or state: shown as one clear line, no traceback."""
-    from millpond.changelog.errors import ChangelogError
-    from millpond.config import ConfigError
-    from millpond.metrics.errors import MetricsError
-    from millpond.serdes.errors import SerdeError
-    from millpond.stores.errors import StoreError
-    from millpond.tasks.errors import TaskError
-
-    return (ChangelogError, ConfigError, MetricsError, SerdeError, StoreError, TaskError)
-
-
-config_option = click.option(
-    "--config", "config_path", required=True,
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="The job's .properties file.",
-)
-override_option = click.option(
-    "--config-override", "overrides", multiple=True, metavar="KEY=VALUE",
-    help="Override one config key (repeatable).",
-)
+    return Config.load(path, overrides)
 
 
 @main.command()
@@ -132,10 +97,6 @@ class _ProgressListener:
         self.bar.__exit__(None, None, None)
 
 
-def _fail(exc: Exception) -> click.ClickException:
-    return click.ClickException(str(exc))
-
-
 @main.command()
 @config_option
 @override_option
@@ -152,26 +113,18 @@ def restore(config_path: Path, overrides: tuple[str, ...], store: str | None,
             partitions: tuple[int, ...], full: bool, from_local: bool,
             from_backup: bool) -> None:
     """Rebuild local stores from their changelogs (the job must be stopped)."""
-    from millpond.backup.errors import BackupError
-    from millpond.changelog.errors import ChangelogError
     from millpond.ops import offline
 
     job = _job(config_path, overrides)
     if from_local:
         if full or partitions:
             raise click.UsageError("--from-local re-seeds every partition; drop --full/--partition")
-        try:
-            written = offline.reseed_from_local(job, store)
-        except ChangelogError as exc:
-            raise _fail(exc) from exc
+        written = offline.reseed_from_local(job, store)
         for name, n in written.items():
             click.echo(f"re-seeded changelog of {name} with {n} records from local state")
         return
-    try:
-        results = offline.restore(job, store, list(partitions) or None, full,
-                                  _ProgressListener(), from_backup=from_backup)
-    except (ChangelogError, BackupError) as exc:
-        raise _fail(exc) from exc
+    results = offline.restore(job, store, list(partitions) or None, full,
+                              _ProgressListener(), from_backup=from_backup)
     click.echo(f"{'store':<20} {'part':>4} {'records':>10} {'bytes':>12} {'seconds':>8} "
                f"{'rec/s':>10} {'MB/s':>8}  mode")
     for r in results:
@@ -217,7 +170,6 @@ def checkpoint_show(config_path: Path, overrides: tuple[str, ...], fmt: str) -> 
 def checkpoint_set(config_path: Path, overrides: tuple[str, ...], partition: int,
                    offsets: tuple[str, ...]) -> None:
     """Set a task's input offsets; refuses while any process of the job runs."""
-    from millpond.changelog.errors import ChangelogError
     from millpond.ops import offline
 
     inputs = {}
@@ -226,10 +178,7 @@ def checkpoint_set(config_path: Path, overrides: tuple[str, ...], partition: int
         if not sep or not value.lstrip("-").isdigit():
             raise click.BadParameter(f"{item!r} is not TOPIC=OFFSET", param_hint="--offset")
         inputs[topic] = int(value)
-    try:
-        ckpt = offline.set_checkpoint(_job(config_path, overrides), partition, inputs)
-    except ChangelogError as exc:
-        raise _fail(exc) from exc
+    ckpt = offline.set_checkpoint(_job(config_path, overrides), partition, inputs)
     click.echo(ckpt.to_bytes().decode())
 
 
@@ -405,12 +354,7 @@ def _server_commands(group: click.Group, what: str, prints: str, timeout: float)
                   help=f"Seconds to wait for the {what} to be ready.")
     @click.pass_obj
     def start(server: DevServer, timeout: float) -> None:
-        from millpond.dev.errors import DevError
-
-        try:
-            click.echo(server.start(timeout=timeout, echo=lambda m: click.echo(m, err=True)))
-        except DevError as exc:
-            raise click.ClickException(str(exc)) from exc
+        click.echo(server.start(timeout=timeout, echo=lambda m: click.echo(m, err=True)))
 
     start.help = f"Start the {what} (reusing a running one) and {prints}."
 

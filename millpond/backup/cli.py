@@ -10,18 +10,17 @@ from pathlib import Path
 
 import click
 
-from millpond.backup.errors import BackupError
+from millpond.backup.errors import BackupUnavailableError
 from millpond.backup.location import BackupLocation
+from millpond.clibase import config_option, override_option
+from millpond.errors import MillpondError
 
 
 def _location(config_path: Path, overrides: tuple[str, ...]) -> tuple[BackupLocation, list[str]]:
-    from millpond.config import Config, ConfigError
+    from millpond.config import Config
 
-    try:
-        config = Config.load(config_path, overrides)
-        location = BackupLocation.from_config(config)
-    except (ConfigError, BackupError) as exc:
-        raise click.ClickException(str(exc)) from exc
+    config = Config.load(config_path, overrides)
+    location = BackupLocation.from_config(config)
     return location, [c.name for c in config.stores.values() if c.backup_enabled]
 
 
@@ -38,20 +37,13 @@ def _reading(location: BackupLocation) -> Iterator[None]:
     raises) into one line naming the URI, instead of a traceback."""
     try:
         yield
-    except click.ClickException:
+    except (click.ClickException, MillpondError):
         raise
-    except BackupError as exc:
-        raise click.ClickException(str(exc)) from exc
     except Exception as exc:
-        raise click.ClickException(
+        raise BackupUnavailableError(
             f"cannot read the backup URI {location.uri}: {type(exc).__name__}: {exc}") from exc
 
 
-_config = click.option("--config", "config_path", required=True,
-                       type=click.Path(exists=True, dir_okay=False, path_type=Path),
-                       help="The job's .properties file.")
-_override = click.option("--config-override", "overrides", multiple=True, metavar="KEY=VALUE",
-                         help="Override one config key (repeatable).")
 
 
 @click.group()
@@ -60,8 +52,8 @@ def backup() -> None:
 
 
 @backup.command("list")
-@_config
-@_override
+@config_option
+@override_option
 def backup_list(config_path: Path, overrides: tuple[str, ...]) -> None:
     """Snapshots per store partition: id, changelog offset, time, bytes, files."""
     location, stores = _location(config_path, overrides)
@@ -77,8 +69,8 @@ def backup_list(config_path: Path, overrides: tuple[str, ...]) -> None:
 
 
 @backup.command("verify")
-@_config
-@_override
+@config_option
+@override_option
 def backup_verify(config_path: Path, overrides: tuple[str, ...]) -> None:
     """Read every file of every snapshot and check sizes and SHA-256; exit 1 if any is bad."""
     location, stores = _location(config_path, overrides)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from millpond.spark.decode import store_serdes, to_json
-from millpond.spark.errors import StateDirError
+from millpond.spark.errors import SparkJobError, StateDirError
 from millpond.spark.localdirs import partition_dirs, read_offset, read_store_dir
 from millpond.spark.session import SparkSettings, get_spark
 from millpond.spark.source import (
@@ -99,7 +99,7 @@ def audit(
     readable where Spark's executors run (local master or a shared filesystem).
     """
     if at_checkpoint and at_local_offsets:
-        raise ValueError("at_checkpoint and at_local_offsets exclude each other")
+        raise SparkJobError("--at-checkpoint and --at-local-offsets exclude each other")
     changelog = changelog_of(config, store, spark_options)
     cfg = store_config(config, store)
     plan = plan_to_checkpoint(config, changelog) if at_checkpoint else plan_to_end(changelog)

@@ -18,11 +18,7 @@ from typing import Any
 
 import click
 
-
-class JobFailed(click.ClickException):
-    """The job could not run (bad config, unreachable broker, Spark error): exit 2."""
-
-    exit_code = 2
+from millpond.clibase import BoundaryGroup, MillpondFailure
 
 
 @dataclass(frozen=True)
@@ -88,30 +84,21 @@ def _pairs(items: Sequence[str], what: str) -> dict[str, str]:
     for item in items:
         key, eq, value = item.partition("=")
         if not eq or not key:
-            raise JobFailed(f"bad {what} {item!r}: expected KEY=VALUE")
+            raise MillpondFailure(f"bad {what} {item!r}: expected KEY=VALUE")
         result[key.strip()] = value
     return result
 
 
 def _load(config_path: Path, overrides: Sequence[str]) -> Any:
-    from millpond.config import Config, ConfigError
+    from millpond.config import Config
 
-    try:
-        return Config.load(config_path, overrides)
-    except ConfigError as exc:
-        raise JobFailed(str(exc)) from exc
+    return Config.load(config_path, overrides)
 
 
 def _run(job: Callable[[], Any]) -> Any:
-    """Run ``job``, turning the errors a user can fix into a message and exit code 2."""
-    from millpond.config import ConfigError
-    from millpond.serdes import SerdeError
-    from millpond.spark.errors import SparkJobError
-
-    try:
-        return job()
-    except (SparkJobError, ConfigError, SerdeError, ValueError) as exc:
-        raise JobFailed(str(exc)) from exc
+    """Run ``job`` (a ``MillpondError`` it raises becomes one line and exit code 2 at the
+    group's boundary)."""
+    return job()
 
 
 def _emit(doc: dict[str, Any], report: Path | None) -> None:
@@ -121,7 +108,7 @@ def _emit(doc: dict[str, Any], report: Path | None) -> None:
     click.echo(text)
 
 
-@click.group("spark")
+@click.group("spark", cls=BoundaryGroup)
 def spark() -> None:
     """Rebuild, audit and snapshot store state from changelogs with PySpark."""
     logging.basicConfig(level=logging.INFO,  # no-op if the application configured logging
@@ -295,7 +282,7 @@ def jars_cmd() -> None:
             stop_spark()
             jars = connector_jars()
         if jars is None:
-            raise JobFailed("the Kafka connector's jars could not be resolved; use "
+            raise MillpondFailure("the Kafka connector's jars could not be resolved; use "
                             "spark-submit --packages instead")
         return ",".join(jars)
 

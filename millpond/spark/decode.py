@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from millpond.serdes import SAMZA_ALIASES
+from millpond.spark.errors import SparkJobError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -103,7 +104,7 @@ def to_json(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, default=_json_default)
 
 
-class DecodeError(ValueError):
+class DecodeError(SparkJobError):
     """A changelog record the store's serde cannot decode (raised inside Spark workers)."""
 
 

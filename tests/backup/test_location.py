@@ -243,7 +243,7 @@ def test_a_missing_bucket_is_an_error_not_an_empty_location(s3: Any, tmp_path: P
         missing.snapshots("counts", 0)
     config = cli_config(tmp_path, s3, "j", "x", {"job.state.backup.uri": "s3://no-such-bucket/x"})
     listed = millpond("backup", "list", "--config", str(config))
-    assert listed.returncode == 1, listed.stdout + listed.stderr
+    assert listed.returncode == 2, listed.stdout + listed.stderr
     assert "bucket 'no-such-bucket' does not exist" in listed.stderr
     assert "Traceback" not in listed.stderr
 
@@ -259,7 +259,7 @@ def test_backup_commands_name_an_unreachable_endpoint(s3: Any, tmp_path: Path) -
                         {"job.state.backup.options.client_kwargs.endpoint_url": closed})
     for command in ("list", "verify"):
         out = millpond("backup", command, "--config", str(config))
-        assert out.returncode == 1, out.stdout + out.stderr
+        assert out.returncode == 2, out.stdout + out.stderr
         assert f"Error: cannot read the backup URI {s3.uri('x')}: " \
                "EndpointConnectionError" in out.stderr, out.stderr
         assert closed in out.stderr and "Traceback" not in out.stderr, out.stderr

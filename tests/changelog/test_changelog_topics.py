@@ -191,12 +191,12 @@ def test_changelog_truncated_past_its_checkpoint_stops_the_job(
     assert "truncated" in refused.stderr and "millpond restore --from-local" in refused.stderr
     assert "Traceback" not in refused.stderr
     offline = millpond("restore", "--config", str(conf))
-    assert offline.returncode == 1
+    assert offline.returncode == 2
     assert message in offline.stderr, offline.stderr
 
     reseed = millpond("restore", "--config", str(conf), "--from-local")
     if local_store == "deleted":
-        assert reseed.returncode == 1
+        assert reseed.returncode == 2
         assert "nothing to re-seed from" in reseed.stderr, reseed.stderr
         return
     assert reseed.returncode == 0, reseed.stderr

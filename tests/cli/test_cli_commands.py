@@ -126,7 +126,7 @@ def test_checkpoint_set_moves_where_the_job_resumes(
         wait_for_line(live, "ready")
         refused = millpond("checkpoint", "set", "--config", str(job.conf), "--partition", "0",
                            "--offset", f"{job.source}=0")
-        assert refused.returncode == 1
+        assert refused.returncode == 2
         assert "stop every process before setting checkpoints" in refused.stderr, refused.stderr
         live.send_signal(signal.SIGTERM)
         out, _ = live.communicate(timeout=60)

@@ -135,7 +135,7 @@ def test_dev_kafka_start_refuses_a_port_in_use(tmp_path: Path) -> None:
         port = taken.getsockname()[1]
         refused = run("dev", "kafka", "--data-dir", str(tmp_path / "k"), "--port", str(port),
                       "start")
-        assert refused.returncode == 1
+        assert refused.returncode == 2
         assert f"port 127.0.0.1:{port} is already in use" in refused.stderr, refused.stderr
         assert "--port N" in refused.stderr
         assert not (tmp_path / "k" / "broker.json").exists()

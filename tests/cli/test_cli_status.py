@@ -80,7 +80,7 @@ def _wait_status(conf: Path, what: str, ok: Callable[[dict[str, Any]], bool],
     while time.monotonic() < deadline:
         out = millpond("status", "--config", str(conf), "--format", "json", timeout=TIMEOUT * 2)
         # A process still starting may not have created the checkpoint topic yet.
-        starting = out.returncode == 1 and "has never run" in out.stderr
+        starting = out.returncode == 2 and "has never run" in out.stderr
         assert out.returncode == 0 or starting, out.stdout + out.stderr
         last = json.loads(out.stdout) if out.returncode == 0 else {}
         if last and ok(last):
@@ -108,7 +108,7 @@ def test_status_of_a_job_that_never_ran_says_so_and_exits_1(
     conf, name, _ = _job_conf(kafka_bootstrap, topic_name, tmp_path, 2)
     for fmt in ("table", "json"):
         out = millpond("status", "--config", str(conf), "--format", fmt, timeout=TIMEOUT * 2)
-        assert out.returncode == 1, out.stdout + out.stderr
+        assert out.returncode == 2, out.stdout + out.stderr
         assert f"job {name} (id 1) has never run" in out.stderr, out.stderr
         assert f"no checkpoint topic __millpond_checkpoint_{name}_1" in out.stderr
         assert out.stdout == ""
@@ -275,7 +275,7 @@ def test_topics_create_is_idempotent_and_warns_on_another_partition_count(
     c = topic_name("in-c")
     bad = millpond(*create, "--partitions", "2", "--output", "no/such|name",
                    "--output", c)
-    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert bad.returncode == 2, bad.stdout + bad.stderr
     assert "could not create topic no/such|name: " in bad.stderr, bad.stderr
     assert _partitions_of(kafka_bootstrap, c) == 2
 

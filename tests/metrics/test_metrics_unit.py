@@ -97,7 +97,7 @@ def test_millpond_run_refuses_a_bad_reporter_before_touching_kafka(tmp_path: Pat
         "metrics.reporters": "prometheus,statsd"})
     done = subprocess.run([MILLPOND, "run", "--config", str(config)], cwd=REPO,
                           capture_output=True, text=True, timeout=60)
-    assert done.returncode == 1
+    assert done.returncode == 2
     assert "job.properties:" in done.stderr and "unknown metrics reporter 'statsd'" in done.stderr
     assert "Traceback" not in done.stderr
 
