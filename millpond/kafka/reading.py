@@ -123,3 +123,20 @@ def read_range(
                 )
     finally:
         consumer.unassign()
+
+
+def input_lag(consumer: Consumer, inputs: list[str], partition: int,
+              next_offsets: dict[str, int]) -> dict[str, int]:
+    """Messages between each input's next offset and its partition end, from the consumer's
+    cached watermarks (updated by every fetch: no broker round trip); inputs whose end is
+    not known yet are left out."""
+    out: dict[str, int] = {}
+    for topic in inputs:
+        try:
+            _, high = consumer.get_watermark_offsets(TopicPartition(topic, partition),
+                                                     cached=True)
+        except (KafkaException, RuntimeError):
+            continue
+        if high >= 0:
+            out[topic] = max(0, high - next_offsets.get(topic, 0))
+    return out

@@ -6,91 +6,17 @@ same store locks as a running task, so they refuse to touch a store a job has op
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
-from confluent_kafka import Consumer
-
 from millpond.changelog import local
 from millpond.changelog.checkpoint import (
     Checkpoint,
-    checkpoint_topic,
-    read_checkpoints,
     task_name,
 )
 from millpond.changelog.errors import ChangelogError, CheckpointError
 from millpond.changelog.generations import job_topics, resolve
-from millpond.changelog.guarantees import STATE_ISOLATION, Guarantee
 from millpond.changelog.restore import RestoreListener, RestoreStats
-from millpond.config import Config, StoreConfig
-from millpond.kafka.admin import TopicAdmin
+from millpond.job import Job
 from millpond.kafka.producer import TrackedProducer
-from millpond.kafka.reading import restore_consumer
-from millpond.partitioner import librdkafka_setting
 from millpond.tasks.storage import TaskStorage, open_engine
-
-
-class Job:
-    """Kafka clients and names of one job, for offline tools."""
-
-    def __init__(self, config: Config) -> None:
-        self.config = config
-        bootstrap = config.bootstrap_servers("kafka")
-        system = config.systems.get("kafka")
-        self.client_conf: dict[str, Any] = {"bootstrap.servers": bootstrap}
-        self.consumer_conf = {**self.client_conf, **(system.consumer if system else {})}
-        self.producer_conf = {**self.client_conf, "partitioner": librdkafka_setting(config.job.partitioner),
-                              **(system.producer if system else {})}
-        self.guarantee = Guarantee(config.job.processing_guarantee)
-        self.checkpoint_topic = checkpoint_topic(config.job.name, config.job.id)
-        self.admin = TopicAdmin(self.client_conf)
-
-    def consumer(self) -> Consumer:
-        return restore_consumer(self.consumer_conf, STATE_ISOLATION)
-
-    def store(self, name: str) -> StoreConfig:
-        try:
-            return self.config.stores[name]
-        except KeyError:
-            known = ", ".join(sorted(self.config.stores)) or "none"
-            raise ChangelogError(f"no store {name!r} in the config (stores: {known})") from None
-
-    def stores(self, only: str | None) -> list[StoreConfig]:
-        return [self.store(only)] if only else list(self.config.stores.values())
-
-    def changelog(self, store: StoreConfig, checkpoints: Mapping[str, Checkpoint] | None = None,
-                  ) -> str:
-        """The store's changelog topic now: the checkpoints' generation, else the configured
-        one (``checkpoints``: the job's, read here if not given)."""
-        if checkpoints is None:
-            checkpoints = self.checkpoints()
-        return resolve(self.config, store, job_topics(checkpoints.values()))
-
-    def partitions(self, store: StoreConfig) -> list[int]:
-        """The store's partitions: its changelog's, else the first input's."""
-        topic = self.changelog(store) if store.changelog else self.config.job.inputs[0].topic
-        n = self.admin.partition_count(topic)
-        if n is None:
-            raise ChangelogError(f"topic {topic} of store {store.name} does not exist")
-        return list(range(n))
-
-    def partitions_of_inputs(self) -> list[int]:
-        """Task partitions: the first input's partitions."""
-        topic = self.config.job.inputs[0].topic
-        n = self.admin.partition_count(topic)
-        if n is None:
-            raise ChangelogError(f"input topic {topic} does not exist; create it with "
-                                 "`millpond topics create --config ... --partitions N`")
-        return list(range(n))
-
-    def checkpoints(self) -> dict[str, Checkpoint]:
-        consumer = self.consumer()
-        try:
-            if self.admin.partition_count(self.checkpoint_topic) is None:
-                return {}
-            return read_checkpoints(consumer, self.checkpoint_topic)
-        finally:
-            consumer.close()
 
 
 def restore(
@@ -146,9 +72,8 @@ def set_checkpoint(job: Job, partition: int, inputs: dict[str, int]) -> Checkpoi
     """Overwrite a task's input offsets in the checkpoint topic (job must be stopped)."""
     if group_active(job):
         raise CheckpointError(
-            f"job {job.config.job.name} has live members in consumer group "
-            f"{job.config.job.name}-{job.config.job.id}; stop every process before setting "
-            "checkpoints")
+            f"job {job.config.job.name} has live members in consumer group {job.group_id}; "
+            "stop every process before setting checkpoints")
     current = job.checkpoints().get(task_name(partition))
     ckpt = Checkpoint(task_name(partition), partition,
                       {**(current.inputs if current else {}), **inputs},
@@ -165,10 +90,9 @@ def set_checkpoint(job: Job, partition: int, inputs: dict[str, int]) -> Checkpoi
 
 def group_active(job: Job) -> bool:
     """Whether the job's consumer group has live members (a process is running)."""
-    group = f"{job.config.job.name}-{job.config.job.id}"
-    futures = job.admin.admin.describe_consumer_groups([group])
+    futures = job.admin.admin.describe_consumer_groups([job.group_id])
     try:
-        desc = futures[group].result(timeout=30)
+        desc = futures[job.group_id].result(timeout=30)
     except Exception:
         return False
     return bool(desc.members)

@@ -16,10 +16,11 @@ from millpond.changelog.checkpoint import NO_OFFSET, Checkpoint, task_name
 from millpond.changelog.errors import ChangelogError
 from millpond.changelog.generations import job_topics, next_generation, resolve
 from millpond.config import Config, StoreConfig
+from millpond.job import Job
 from millpond.kafka.producer import TrackedProducer
 from millpond.kafka.reading import watermarks
 from millpond.ops.describe import records_after
-from millpond.ops.offline import Job, group_active
+from millpond.ops.offline import group_active
 from millpond.spark.errors import RescaleError
 
 UNDRAINED_SHOWN = 5

@@ -17,9 +17,10 @@ from millpond.changelog import local
 from millpond.changelog.checkpoint import NO_OFFSET, OFFSET_FILE, Checkpoint, task_name
 from millpond.changelog.errors import ChangelogError
 from millpond.config import Config, StoreConfig
+from millpond.job import Job
 from millpond.kafka.producer import TrackedProducer
 from millpond.kafka.reading import watermarks
-from millpond.ops.offline import Job, group_active
+from millpond.ops.offline import group_active
 from millpond.spark.errors import BootstrapError
 
 

@@ -93,7 +93,7 @@ class CommitProtocol:
         phase(self._flush, "after-flush")
         phase(self._deliver, "after-changelog-delivered")
         phase(self._checkpoint, "after-checkpoint-topic")
-        phase(self._commit_transaction, "after-offsets-commit")
+        phase(self._commit_transaction, "after-transaction-commit")
         phase(lambda t: t.after_commit(), "after-local-checkpoint")
         phase(self._begin)
         self._commit_offsets(live)
@@ -114,6 +114,7 @@ class CommitProtocol:
     @staticmethod
     def _deliver(t: TaskInstance) -> None:
         t.producer.flush_and_check()
+        t.storage.record_delivered(t.producer)
 
     def _checkpoint(self, t: TaskInstance) -> None:
         t.producer.send(self.checkpoint_topic, t.partition, t.name.encode(),

@@ -15,7 +15,7 @@ _remaining = int(_nth or 1)
 
 POINTS = (
     "before-flush", "after-flush", "after-changelog-delivered", "after-checkpoint-topic",
-    "after-offsets-commit", "after-local-checkpoint", "mid-batch",
+    "after-transaction-commit", "after-local-checkpoint", "mid-batch",
 )
 
 

@@ -123,9 +123,9 @@ class TaskInstance:
         return done
 
     def checkpoint(self) -> Checkpoint:
-        """This task's position now (call after its producer was flushed)."""
+        """This task's position now (after :meth:`TaskStorage.record_delivered`)."""
         return Checkpoint(self.name, self.partition, dict(self.next_offsets),
-                          self.storage.changelog_offsets(self.producer),
+                          self.storage.changelog_offsets(),
                           self.side_inputs.offsets() if self.side_inputs is not None else {},
                           dict(self.storage.topics))
 

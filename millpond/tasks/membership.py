@@ -1,10 +1,12 @@
-"""Group membership: what the rebalance callbacks do.
+"""Group membership: the consumer group's rebalance callbacks, and the errors they keep.
 
 The callbacks run inside ``consume()``; they must be quick and must never let an exception
 escape into librdkafka (it would resurface later as an unrelated error), so each one is
-guarded and its exception kept for the run loop to raise. Assigned partitions are only
-recorded and paused (their tasks open in the run loop); revoked tasks commit first, lost
-tasks close without committing; either way an opening still under way is dropped.
+guarded and its exception kept for the run loop to raise (:meth:`ClientFaults.check`).
+What a rebalance means for the tasks is the task manager's business: assigned partitions
+are only recorded and paused (their tasks open in the run loop); revoked tasks commit
+first, lost tasks close without committing; either way an opening still under way is
+dropped.
 """
 
 from __future__ import annotations
@@ -12,75 +14,54 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from millpond.tasks.instance import TaskInstance
-from millpond.tasks.opening import TaskOpener
+from millpond.kafka.producer import log_client_error
+from millpond.tasks.errors import TaskError
+from millpond.tasks.manager import TaskManager
 
 log = logging.getLogger("millpond.container")
 
 Callback = Callable[[Consumer, list[TopicPartition]], None]
 
 
-class Membership:
-    """The consumer group's rebalance callbacks for one container."""
+class ClientFaults:
+    """What went wrong where it could not be raised: librdkafka's error callback and the
+    rebalance callbacks run inside the client, so they keep their error here and the run
+    loop raises it (:meth:`check`) between polls."""
 
-    def __init__(
-        self, inputs: list[str], tasks: dict[int, TaskInstance], opener: TaskOpener,
-        commit: Callable[[list[TaskInstance]], None], close_task: Callable[[int], None],
-    ) -> None:
-        self.inputs = inputs
-        self.tasks = tasks
-        self.opener = opener
-        self._commit = commit
-        self._close_task = close_task
-        self.error: BaseException | None = None
+    def __init__(self) -> None:
+        self.fatal: KafkaError | None = None
+        self.callback_error: BaseException | None = None
 
-    def inputs_of(self, partitions: list[int]) -> list[TopicPartition]:
-        """Every input partition of the given tasks. The offset is explicit: a task seeks to
-        its checkpoint when it opens, so the group's committed (transactional, possibly
-        pending) offsets are never looked up."""
-        return [TopicPartition(t, p, OFFSET_BEGINNING) for p in partitions for t in self.inputs]
+    def on_client_error(self, err: KafkaError) -> None:
+        """librdkafka's ``error_cb``: log it; keep the first fatal one."""
+        log_client_error(err)
+        if err.fatal() and self.fatal is None:
+            self.fatal = err
 
-    def subscribe(self, consumer: Consumer) -> None:
-        """Join the group on the first input with the guarded callbacks."""
-        consumer.subscribe([self.inputs[0]], on_assign=self._guarded(self.on_assign),
-                           on_revoke=self._guarded(self.on_revoke),
-                           on_lost=self._guarded(self.on_lost))
+    def check(self) -> None:
+        """Raise a rebalance callback's error, or a fatal client error."""
+        if self.callback_error is not None:
+            error, self.callback_error = self.callback_error, None
+            raise error
+        if self.fatal is not None:
+            raise TaskError(f"fatal Kafka client error, stopping: {self.fatal.str()} "
+                            "(state is safe: the next start restores from the checkpoint)")
 
-    def _guarded(self, callback: Callable[[Consumer, list[int]], None]) -> Callback:
-        def run(consumer: Consumer, partitions: list[TopicPartition]) -> None:
+
+def subscribe(consumer: Consumer, topic: str, manager: TaskManager, faults: ClientFaults) -> None:
+    """Join the group on ``topic`` (the first input) with guarded callbacks that hand each
+    rebalance to ``manager``."""
+
+    def guarded(callback: Callable[[list[int]], None]) -> Callback:
+        def run(_consumer: Consumer, partitions: list[TopicPartition]) -> None:
             try:
-                callback(consumer, sorted(p.partition for p in partitions))
+                callback(sorted(p.partition for p in partitions))
             except BaseException as exc:  # noqa: BLE001 - raised by the run loop
-                if self.error is None:
-                    self.error = exc
+                if faults.callback_error is None:
+                    faults.callback_error = exc
         return run
 
-    def on_assign(self, consumer: Consumer, partitions: list[int]) -> None:
-        tps = self.inputs_of(partitions)
-        consumer.incremental_assign(tps)
-        consumer.pause(tps)
-        for p in partitions:
-            self.opener.add(p)
-        self.opener.release_holds()
-        log.info("assigned partitions %s", partitions)
-
-    def on_revoke(self, consumer: Consumer, partitions: list[int]) -> None:
-        log.info("revoking partitions %s", partitions)
-        ready = [self.tasks[p] for p in partitions if p in self.tasks]
-        if ready:
-            self._commit(ready)
-        self._forget(consumer, partitions)
-
-    def on_lost(self, consumer: Consumer, partitions: list[int]) -> None:
-        log.warning("partitions %s were lost to another member; closing without commit",
-                    partitions)
-        self._forget(consumer, partitions)
-
-    def _forget(self, consumer: Consumer, partitions: list[int]) -> None:
-        for p in partitions:
-            self.opener.drop(p)
-            self._close_task(p)
-        self.opener.release_holds()
-        consumer.incremental_unassign(self.inputs_of(partitions))
+    consumer.subscribe([topic], on_assign=guarded(manager.assigned),
+                       on_revoke=guarded(manager.revoked), on_lost=guarded(manager.lost))

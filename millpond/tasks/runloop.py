@@ -1,24 +1,32 @@
 """The run loop: poll, open pending tasks a step at a time, dispatch, window, commit.
 
-One iteration: poll a batch from the group consumer (serving rebalance callbacks), spend
-a bounded slice of time opening tasks, hand each partition's messages to its task, call
-``window()`` on schedule, commit every ``task.commit.ms`` (and a task that asks, after the
-message or the ``window()`` call that asked), and end when asked to stop or, in bounded
-runs, when every input partition is at its end.
+One iteration: poll a batch from the group consumer (serving rebalance callbacks), give the
+task manager a bounded slice of time to open tasks, hand each partition's messages to its
+task, call ``window()`` on schedule, have the manager commit every ``task.commit.ms`` (and a
+task that asks, after the message or the ``window()`` call that asked), and end when asked
+to stop or, in bounded runs, when every input partition is at its end. Opening, committing,
+closing and reopening tasks is the manager's (:mod:`millpond.tasks.manager`).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message
 
 from millpond.api import SerdePair
+from millpond.kafka.reading import input_lag
+from millpond.tasks.commit import CommitFailure
 from millpond.tasks.faults import crash_point
 from millpond.tasks.instance import TASK_MOVED, ErrorPolicy, TaskInstance
-from millpond.tasks.opening import TaskOpener
+from millpond.tasks.manager import TaskManager
+from millpond.tasks.membership import ClientFaults
+
+if TYPE_CHECKING:
+    from millpond.tasks.telemetry import RuntimeMetrics
 
 log = logging.getLogger("millpond.container")
 
@@ -27,36 +35,42 @@ POLL_TIMEOUT_S = 0.1
 OPEN_BUDGET_S = 0.2  # time given to opening tasks (restore batches) per iteration
 
 
+class InputSerdes(Protocol):
+    """Where the loop finds an input topic's serdes."""
+
+    def of_input(self, topic: str) -> SerdePair: ...
+
+
+@dataclass(frozen=True)
+class LoopTiming:
+    """When the loop commits, windows, reports and (in bounded runs) ends."""
+
+    commit_every_s: float
+    window_every_s: float  # 0: window() is never called
+    status_every_s: float
+    bounded: bool = False
+    task_count: int = 0  # the job's tasks; a process holding fewer waits end_grace_s
+    end_grace_s: float = 4.0
+
+
 class RunLoop:
     """Drives the container's tasks until stopped."""
 
     def __init__(
-        self, consumer: Consumer, tasks: dict[int, TaskInstance], opener: TaskOpener, *,
-        inputs: list[str], commit: Callable[[list[TaskInstance] | None], None],
-        activate: Callable[[TaskInstance], None], on_error: ErrorPolicy,
-        task_failed: Callable[[TaskInstance, Exception], None],
-        serdes_of: Callable[[str], SerdePair], check: Callable[[], None],
-        commit_every_s: float, window_every_s: float, bounded: bool, status_every_s: float,
-        task_count: int = 0, end_grace_s: float = 4.0,
-        tick: Callable[[Consumer, float], None] | None = None,
+        self, consumer: Consumer, manager: TaskManager, *, inputs: list[str],
+        serdes: InputSerdes, on_error: ErrorPolicy, faults: ClientFaults, timing: LoopTiming,
+        metrics: RuntimeMetrics | None = None,
     ) -> None:
         self.consumer = consumer
-        self.tasks = tasks
-        self.opener = opener
+        self.manager = manager
+        self.tasks = manager.tasks
+        self.opener = manager.opener
         self.inputs = inputs
-        self._commit = commit
-        self._activate = activate
-        self._task_failed = task_failed
+        self._serdes_of = serdes.of_input
         self._on_error = on_error
-        self._serdes_of = serdes_of
-        self._check = check
-        self.commit_every = commit_every_s
-        self.window_every = window_every_s
-        self.bounded = bounded
-        self.status_every = status_every_s
-        self.task_count = task_count
-        self.end_grace = end_grace_s
-        self._tick = tick  # called once per iteration (metrics refresh), if given
+        self._faults = faults
+        self.timing = timing
+        self._metrics = metrics  # refreshed once per iteration
         self.stopping = False
         self.last_commit = time.monotonic()
         self._eof: set[tuple[str, int]] = set()
@@ -69,7 +83,7 @@ class RunLoop:
         while not self.stopping:
             self.iterate()
             now = time.monotonic()
-            if now - last_status >= self.status_every:
+            if now - last_status >= self.timing.status_every_s:
                 done = sum(t.metrics.processed for t in self.tasks.values())
                 rate = max(0.0, (done - processed_at_status) / (now - last_status))
                 log.info("%s", self.status_line(rate))
@@ -77,15 +91,13 @@ class RunLoop:
 
     def iterate(self) -> None:
         """One poll, open, dispatch, window and commit round."""
-        self._check()
+        self._faults.check()
         msgs = self.consumer.consume(POLL_BATCH, POLL_TIMEOUT_S)
-        self._check()  # a rebalance callback may have failed inside consume()
+        self._faults.check()  # a rebalance callback may have failed inside consume()
         if self.opener.pending:
-            for instance in self.opener.step(OPEN_BUDGET_S):
-                self.tasks[instance.partition] = instance
+            for instance in self.manager.open_some(OPEN_BUDGET_S):
                 for topic in self.inputs:
                     self._eof.discard((topic, instance.partition))
-                self._activate(instance)
         for t in list(self.tasks.values()):  # side-input records that arrived meanwhile
             if t.side_inputs is not None:
                 t.side_inputs.poll()
@@ -94,15 +106,15 @@ class RunLoop:
             crash_point("mid-batch")
         tasks = self.tasks
         now = time.monotonic()
-        if self.window_every:
+        if self.timing.window_every_s:
             for t in list(tasks.values()):
-                if now - t.last_window >= self.window_every:
+                if now - t.last_window >= self.timing.window_every_s:
                     t.last_window = now
                     try:
                         t.task.window(t.collector, t.coordinator)
                     except TASK_MOVED as exc:
-                        self._task_failed(t, exc)
-        if now - self.last_commit >= self.commit_every:
+                        self.manager.failed(CommitFailure(t, exc))
+        if now - self.last_commit >= self.timing.commit_every_s:
             self.commit()
         else:  # commits asked for in window(): no message follows to carry them out
             asked = [t for t in tasks.values() if t.coordinator.commit_requested]
@@ -110,12 +122,12 @@ class RunLoop:
                 self.commit(asked)
         if any(t.coordinator.shutdown_requested for t in tasks.values()):
             self.stopping = True
-        if self.bounded and self._bounded_end(now):
+        if self.timing.bounded and self._bounded_end(now):
             for t in tasks.values():
                 t.task.on_end_of_stream(t.collector, t.coordinator)
             self.stopping = True
-        if self._tick is not None:
-            self._tick(self.consumer, now)
+        if self._metrics is not None:
+            self._metrics.refresh(self.consumer, now)
 
     def _bounded_end(self, now: float) -> bool:
         """Every task here is at the end of its inputs. A process holding only some of the
@@ -124,16 +136,16 @@ class RunLoop:
         if not (self.tasks and not self.opener.pending and self._at_end()):
             self._at_end_since = None
             return False
-        if len(self.tasks) >= self.task_count:
+        if len(self.tasks) >= self.timing.task_count:
             return True
         if self._at_end_since is None:
             self._at_end_since = now
-        return now - self._at_end_since >= self.end_grace
+        return now - self._at_end_since >= self.timing.end_grace_s
 
     def commit(self, tasks: list[TaskInstance] | None = None) -> None:
         """Commit ``tasks`` (default: all open, which restarts the commit timer; a commit a
         task asked for does not, or a task asking often would hold the others' back)."""
-        self._commit(tasks)
+        self.manager.commit(tasks)
         if tasks is None:
             self.last_commit = time.monotonic()
 
@@ -162,7 +174,7 @@ class RunLoop:
                     done += task.handle_batch(run[done:] if done else run, self._serdes_of,
                                               self._on_error)
                 except TASK_MOVED as exc:
-                    self._task_failed(task, exc)
+                    self.manager.failed(CommitFailure(task, exc))
                     break
                 if task.coordinator.shutdown_requested:
                     self.stopping = True
@@ -191,20 +203,3 @@ class RunLoop:
         more = f", opening {', '.join(map(str, opening))}" if opening else ""
         return (f"status: {rate:,.0f} msg/s, lag {total:,} msgs{behind}, "
                 f"{len(self.tasks)} tasks [{tasks}]{more}")
-
-
-def input_lag(consumer: Consumer, inputs: list[str], partition: int,
-              next_offsets: dict[str, int]) -> dict[str, int]:
-    """Messages between each input's next offset and its partition end, from the consumer's
-    cached watermarks (updated by every fetch: no broker round trip); inputs whose end is
-    not known yet are left out."""
-    out: dict[str, int] = {}
-    for topic in inputs:
-        try:
-            _, high = consumer.get_watermark_offsets(TopicPartition(topic, partition),
-                                                     cached=True)
-        except (KafkaException, RuntimeError):
-            continue
-        if high >= 0:
-            out[topic] = max(0, high - next_offsets.get(topic, 0))
-    return out

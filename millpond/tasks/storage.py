@@ -149,17 +149,19 @@ class TaskStorage:
         for s in self.stores.values():
             s.store.flush()
 
-    def changelog_offsets(self, producer: TrackedProducer | None) -> dict[str, int]:
-        """Per store, the last changelog offset written (after the producer was flushed)."""
-        out: dict[str, int] = {}
-        for name, s in self.stores.items():
+    def record_delivered(self, producer: TrackedProducer) -> None:
+        """Advance each store's changelog offset to the last record ``producer`` has had
+        acknowledged (call once its flush succeeded): the offsets the commit describes."""
+        for s in self.stores.values():
             if s.topic is None:
                 continue
-            last = producer.last_offset(s.topic, self.partition) if producer else None
+            last = producer.last_offset(s.topic, self.partition)
             if last is not None and last > s.offset:
                 s.offset = last
-            out[name] = s.offset
-        return out
+
+    def changelog_offsets(self) -> dict[str, int]:
+        """Per logged store, the last changelog offset recorded as delivered."""
+        return {name: s.offset for name, s in self.stores.items() if s.topic is not None}
 
     def after_commit(self) -> None:
         """Checkpoint each store's directory: the commit now describes its content."""

@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING
 from confluent_kafka import Consumer
 
 from millpond.changelog.checkpoint import task_name
+from millpond.kafka.reading import input_lag
 from millpond.metrics import BackupSample, DurationHistogram, StoreSample, TaskSample
 from millpond.stores.engines.rocksdb import RocksDbEngine
 from millpond.tasks.backup_telemetry import BackupCounters
 from millpond.tasks.instance import TaskInstance
 from millpond.tasks.opening import TaskOpener
-from millpond.tasks.runloop import input_lag
 
 if TYPE_CHECKING:
     from millpond.backup import StateBackups

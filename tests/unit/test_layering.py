@@ -28,6 +28,7 @@ LAYERS: list[set[str]] = [
     {"kafka"},
     {"dev"},
     {"changelog"},
+    {"job"},  # one job's clients, names and admin, for the container, the CLI and Spark
     {"backup"},
     {"sideinputs"},
     {"tasks"},

@@ -1,0 +1,98 @@
+"""The objects one job needs wherever it runs: in a container, behind the CLI, in Spark.
+
+:class:`Job` builds them from the config in one place: the Kafka client settings (consumer
+and producer settings on top of the shared ones), the guarantee, the consumer group and
+checkpoint topic names, the topic admin, and where each store's changelog is now.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from functools import cached_property
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError
+
+from millpond.changelog.checkpoint import Checkpoint, checkpoint_topic, read_checkpoints
+from millpond.changelog.errors import ChangelogError
+from millpond.changelog.generations import job_topics, resolve
+from millpond.changelog.guarantees import STATE_ISOLATION, Guarantee
+from millpond.config import Config, StoreConfig
+from millpond.kafka.admin import TopicAdmin
+from millpond.kafka.reading import restore_consumer
+from millpond.partitioner import librdkafka_setting
+
+
+class Job:
+    """One job's Kafka client settings, guarantee, names and admin, and its stores' topics.
+
+    ``error_cb``: librdkafka's error callback for every client made from these settings
+    (a running container uses it to stop on a fatal client error)."""
+
+    def __init__(self, config: Config, *,
+                 error_cb: Callable[[KafkaError], None] | None = None) -> None:
+        self.config = config
+        bootstrap = config.bootstrap_servers("kafka")
+        system = config.systems.get("kafka")
+        self.client_conf: dict[str, Any] = {"bootstrap.servers": bootstrap}
+        if error_cb is not None:
+            self.client_conf["error_cb"] = error_cb
+        self.consumer_conf = {**self.client_conf, **(system.consumer if system else {})}
+        self.producer_conf = {**self.client_conf, "partitioner": librdkafka_setting(config.job.partitioner),
+                              **(system.producer if system else {})}
+        self.guarantee = Guarantee(config.job.processing_guarantee)
+        self.group_id = f"{config.job.name}-{config.job.id}"
+        self.checkpoint_topic = checkpoint_topic(config.job.name, config.job.id)
+
+    @cached_property
+    def admin(self) -> TopicAdmin:
+        """The job's topic admin (made on first use)."""
+        return TopicAdmin(self.client_conf)
+
+    def consumer(self) -> Consumer:
+        """A new bulk-read consumer (no group) that sees committed state only."""
+        return restore_consumer(self.consumer_conf, STATE_ISOLATION)
+
+    def store(self, name: str) -> StoreConfig:
+        try:
+            return self.config.stores[name]
+        except KeyError:
+            known = ", ".join(sorted(self.config.stores)) or "none"
+            raise ChangelogError(f"no store {name!r} in the config (stores: {known})") from None
+
+    def stores(self, only: str | None) -> list[StoreConfig]:
+        return [self.store(only)] if only else list(self.config.stores.values())
+
+    def changelog(self, store: StoreConfig, checkpoints: Mapping[str, Checkpoint] | None = None,
+                  ) -> str:
+        """The store's changelog topic now: the checkpoints' generation, else the configured
+        one (``checkpoints``: the job's, read here if not given)."""
+        if checkpoints is None:
+            checkpoints = self.checkpoints()
+        return resolve(self.config, store, job_topics(checkpoints.values()))
+
+    def partitions(self, store: StoreConfig) -> list[int]:
+        """The store's partitions: its changelog's, else the first input's."""
+        topic = self.changelog(store) if store.changelog else self.config.job.inputs[0].topic
+        n = self.admin.partition_count(topic)
+        if n is None:
+            raise ChangelogError(f"topic {topic} of store {store.name} does not exist")
+        return list(range(n))
+
+    def partitions_of_inputs(self) -> list[int]:
+        """Task partitions: the first input's partitions."""
+        topic = self.config.job.inputs[0].topic
+        n = self.admin.partition_count(topic)
+        if n is None:
+            raise ChangelogError(f"input topic {topic} does not exist; create it with "
+                                 "`millpond topics create --config ... --partitions N`")
+        return list(range(n))
+
+    def checkpoints(self) -> dict[str, Checkpoint]:
+        consumer = self.consumer()
+        try:
+            if self.admin.partition_count(self.checkpoint_topic) is None:
+                return {}
+            return read_checkpoints(consumer, self.checkpoint_topic)
+        finally:
+            consumer.close()

@@ -1,0 +1,148 @@
+"""The task manager: opens, commits, closes and reopens this process's tasks.
+
+Between the run loop and the tasks. The run loop polls and dispatches, and tells the
+manager when to open tasks (a time slice per iteration), commit, or give up on a task whose
+transaction failed; the group's rebalance callbacks (:mod:`millpond.tasks.membership`) tell
+it what was assigned, revoked or lost. The manager never calls back into either.
+
+A task whose commit fails as an ordinary event (fenced by a new owner, refused by the
+group, aborted) is closed without committing and reopened after the next rebalance if it
+is still ours: a paused process that resumes cannot make its writes visible.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+from millpond.tasks.commit import CommitFailure, CommitProtocol
+from millpond.tasks.instance import TaskInstance, log_task_summary
+from millpond.tasks.opening import TaskOpener
+from millpond.tasks.telemetry import RuntimeMetrics
+
+log = logging.getLogger("millpond.container")
+
+
+class TaskManager:
+    """The lifecycle of the tasks held here: ``tasks`` maps partition -> open task (the
+    manager is its only writer; metrics read it)."""
+
+    def __init__(
+        self, tasks: dict[int, TaskInstance], consumer: Consumer, opener: TaskOpener,
+        committer: CommitProtocol, inputs: list[str], metrics: RuntimeMetrics | None = None,
+    ) -> None:
+        self.tasks = tasks
+        self.consumer = consumer
+        self.opener = opener
+        self.committer = committer
+        self.inputs = inputs
+        self.metrics = metrics
+
+    def inputs_of(self, partitions: list[int]) -> list[TopicPartition]:
+        """Every input partition of the given tasks. The offset is explicit: a task seeks to
+        its checkpoint when it opens, so the group's committed (transactional, possibly
+        pending) offsets are never looked up."""
+        return [TopicPartition(t, p, OFFSET_BEGINNING) for p in partitions for t in self.inputs]
+
+    # ---- the group's decisions ----------------------------------------------------------
+    def assigned(self, partitions: list[int]) -> None:
+        """Record and pause newly assigned partitions; their tasks open in the run loop."""
+        tps = self.inputs_of(partitions)
+        self.consumer.incremental_assign(tps)
+        self.consumer.pause(tps)
+        for p in partitions:
+            self.opener.add(p)
+        self.opener.release_holds()
+        log.info("assigned partitions %s", partitions)
+
+    def revoked(self, partitions: list[int]) -> None:
+        """Commit the revoked tasks that are open, then let them go."""
+        log.info("revoking partitions %s", partitions)
+        ready = [self.tasks[p] for p in partitions if p in self.tasks]
+        if ready:
+            self.commit(ready)
+        self._forget(partitions)
+
+    def lost(self, partitions: list[int]) -> None:
+        """Let lost tasks go without committing (another member owns them now)."""
+        log.warning("partitions %s were lost to another member; closing without commit",
+                    partitions)
+        self._forget(partitions)
+
+    def _forget(self, partitions: list[int]) -> None:
+        for p in partitions:
+            self.opener.drop(p)
+            self.close(p)
+        self.opener.release_holds()
+        self.consumer.incremental_unassign(self.inputs_of(partitions))
+
+    # ---- the run loop's requests --------------------------------------------------------
+    def open_some(self, budget_s: float) -> list[TaskInstance]:
+        """Advance openings for about ``budget_s`` seconds; start each task that is ready
+        and return those still open (a trimmed restore's first commit may fail)."""
+        started = []
+        for instance in self.opener.step(budget_s):
+            self.tasks[instance.partition] = instance
+            if self._start(instance):
+                started.append(instance)
+        return started
+
+    def _start(self, instance: TaskInstance) -> bool:
+        """A task finished opening: commit a trimmed restore at once, then start its input."""
+        if instance.storage.trimmed:
+            self.commit([instance])  # make the trimmed state the committed one at once
+            if instance.partition not in self.tasks:
+                return False
+        tps = [TopicPartition(t, instance.partition, instance.next_offsets[t])
+               for t in self.inputs]
+        for tp in tps:
+            self.consumer.seek(tp)
+        self.consumer.resume(tps)
+        log.info("task %s ready: restored %d records in %.1fs, input offsets %s",
+                 instance.name, instance.metrics.restored_records, instance.metrics.restore_s,
+                 instance.next_offsets)
+        return True
+
+    def commit(self, tasks: list[TaskInstance] | None = None) -> None:
+        """Commit ``tasks`` (default: all open); close the ones that failed, reopen later."""
+        tasks = list(self.tasks.values()) if tasks is None else tasks
+        if tasks:
+            for failure in self.committer.commit(tasks):
+                self.failed(failure)
+
+    def failed(self, failure: CommitFailure) -> None:
+        """``failure.task`` cannot commit (fenced, aborted): close it without committing and
+        open it again from its checkpoint (after the next rebalance when it may have moved)."""
+        t = failure.task
+        hold = self.opener.hold_s if failure.hold else 0.0
+        log.warning("transaction of task %s aborted, nothing of it is visible (%s); "
+                    "restoring it from the checkpoint%s", t.name, failure.error,
+                    " after the next rebalance" if hold else "")
+        self.close(t.partition)
+        self.consumer.pause(self.inputs_of([t.partition]))
+        self.opener.add(t.partition, hold)
+
+    def close(self, partition: int) -> None:
+        """Close a task without committing: its open transaction (empty right after a
+        commit) is aborted, its stores are closed as they are (the next open recovers them
+        from the last commit)."""
+        instance = self.tasks.pop(partition, None)
+        if instance is None:
+            return
+        if self.metrics is not None:
+            self.metrics.retire(instance)  # its counters outlive it
+        try:
+            instance.task.close()
+        finally:
+            instance.close_storage()
+            instance.producer.abort_transaction(5)
+            instance.producer.discard()
+
+    def shutdown(self) -> None:
+        """Log each task's summary, abandon openings and close every task (no commit)."""
+        for t in self.tasks.values():
+            log_task_summary(t)
+        self.opener.close()
+        for p in list(self.tasks):
+            self.close(p)
