@@ -88,6 +88,19 @@ class StorePartition:
 
 
 @dataclass(frozen=True)
+class RecoveryIO:
+    """What carrying out a recovery reads and writes through: the engine to open, the
+    changelog consumer, the producer that re-writes trimmed keys (effectively-once), the
+    listener told of restore progress and the remote snapshots (if backups are on)."""
+
+    open_engine: Callable[[], Any]
+    consumer: Consumer
+    producer: TrackedProducer | None = None
+    listener: RestoreListener | None = None
+    remote: RemoteSnapshots | None = None
+
+
+@dataclass(frozen=True)
 class OffsetFile:
     """What a directory's ``OFFSET`` file says: its content, or why it cannot be trusted."""
 
@@ -355,14 +368,7 @@ def fetch_snapshot(where: StorePartition, plan: RecoveryPlan,
 
 
 def carry_out(
-    where: StorePartition,
-    plan: RecoveryPlan,
-    *,
-    open_engine: Callable[[], Any],
-    consumer: Consumer,
-    producer: TrackedProducer | None,
-    listener: RestoreListener | None = None,
-    remote: RemoteSnapshots | None = None,
+    where: StorePartition, plan: RecoveryPlan, io: RecoveryIO,
 ) -> Generator[RestoreStats, None, tuple[Any, RecoveryResult]]:
     """Do ``plan``, yielding the restore's stats after each replayed batch (and during the
     trim); returns ``(engine, result)`` as ``StopIteration.value``.
@@ -372,6 +378,7 @@ def carry_out(
     into it and written only once the restore (and trim) is complete, so an interrupted
     recovery never leaves a directory a later recovery would take as clean.
     """
+    open_engine, consumer, producer = io.open_engine, io.consumer, io.producer
     if plan.trim_end is not None and producer is None:
         raise ValueError("effectively-once recovery needs a producer to trim the changelog")
     for message in plan.warnings:
@@ -380,7 +387,7 @@ def carry_out(
     downloaded = 0
     if live is not None:
         if plan.copy is LocalCopy.REMOTE:
-            plan, downloaded = fetch_snapshot(where, plan, remote)
+            plan, downloaded = fetch_snapshot(where, plan, io.remote)
         elif not prepare_local_copy(live, plan.copy):
             _warn(f"the checkpoint of local store {live} disappeared; doing a full restore")
             plan = plan.as_full_restore()
@@ -401,7 +408,7 @@ def carry_out(
         stats = RestoreStats(where.store, where.topic, where.partition, plan.begin, plan.end,
                              full=plan.full, downloaded=downloaded,
                              snapshot=plan.snapshots[0].id if plan.snapshots else None)
-        yield from restore_steps(engine, consumer, stats, listener)
+        yield from restore_steps(engine, consumer, stats, io.listener)
         trimmed = 0
         if plan.trim_end is not None:
             assert producer is not None  # checked above
@@ -461,50 +468,23 @@ def local_start(live: Path, topic: str, partition: int) -> int | None:
 
 
 def recover_store(
-    *,
-    store: str,
-    live: Path | None,
-    open_engine: Callable[[], Any],
-    topic: str,
-    partition: int,
-    guarantee: Guarantee,
-    checkpointed: int | None,
-    consumer: Consumer,
-    producer: TrackedProducer | None,
-    listener: RestoreListener | None = None,
-    remote: RemoteSnapshots | None = None,
+    where: StorePartition, guarantee: Guarantee, checkpointed: int | None, io: RecoveryIO,
 ) -> tuple[Any, RecoveryResult]:
-    """Open the engine of ``store`` and bring it to the state the guarantee requires.
+    """Open the engine of ``where`` and bring it to the state the guarantee requires.
 
-    ``live`` is the store directory (None for in-memory engines); ``checkpointed`` is the
-    changelog offset in the job's last checkpoint (None if there is none). Returns the
+    ``where.live`` is the store directory (None for in-memory engines); ``checkpointed`` is
+    the changelog offset in the job's last checkpoint (None if there is none). Returns the
     opened engine and what was done. :func:`recover_store_steps` without the pauses.
     """
-    return run_steps(recover_store_steps(
-        store=store, live=live, open_engine=open_engine, topic=topic, partition=partition,
-        guarantee=guarantee, checkpointed=checkpointed, consumer=consumer, producer=producer,
-        listener=listener, remote=remote))
+    return run_steps(recover_store_steps(where, guarantee, checkpointed, io))
 
 
 def recover_store_steps(
-    *,
-    store: str,
-    live: Path | None,
-    open_engine: Callable[[], Any],
-    topic: str,
-    partition: int,
-    guarantee: Guarantee,
-    checkpointed: int | None,
-    consumer: Consumer,
-    producer: TrackedProducer | None,
-    listener: RestoreListener | None = None,
-    remote: RemoteSnapshots | None = None,
+    where: StorePartition, guarantee: Guarantee, checkpointed: int | None, io: RecoveryIO,
 ) -> Generator[RestoreStats, None, tuple[Any, RecoveryResult]]:
     """:func:`recover_store` in steps: observe, plan, then :func:`carry_out` (which yields
     after each restored batch and during the trim); returns ``(engine, result)`` as
-    ``StopIteration.value``. Closing it early closes the engine and unassigns ``consumer``.
+    ``StopIteration.value``. Closing it early closes the engine and unassigns ``io.consumer``.
     """
-    where = StorePartition(store, topic, partition, live)
-    plan = plan_recovery(observe(where, guarantee, checkpointed, consumer, remote))
-    return (yield from carry_out(where, plan, open_engine=open_engine, consumer=consumer,
-                                 producer=producer, listener=listener, remote=remote))
+    plan = plan_recovery(observe(where, guarantee, checkpointed, io.consumer, io.remote))
+    return (yield from carry_out(where, plan, io))

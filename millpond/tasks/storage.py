@@ -22,7 +22,12 @@ from millpond.changelog.checkpoint import StoreOffset, clear_offset_file, write_
 from millpond.changelog.generations import resolve
 from millpond.changelog.guarantees import Guarantee
 from millpond.changelog.logged import LoggedStore
-from millpond.changelog.recovery import RecoveryResult, recover_store_steps
+from millpond.changelog.recovery import (
+    RecoveryIO,
+    RecoveryResult,
+    StorePartition,
+    recover_store_steps,
+)
 from millpond.changelog.restore import RestoreListener, RestoreStats, run_steps
 from millpond.changelog.snapshots import RemoteSnapshots
 from millpond.config import Config, StoreConfig
@@ -230,11 +235,8 @@ def _open_store(
         else:
             topic = resolve(config, cfg, topics)
             engine, recovery = yield from recover_store_steps(
-                store=cfg.name, live=live, open_engine=lambda: open_engine(cfg, live),
-                topic=topic, partition=partition, guarantee=guarantee,
-                checkpointed=checkpointed, consumer=consumer, producer=producer,
-                listener=listener, remote=remote,
-            )
+                StorePartition(cfg.name, topic, partition, live), guarantee, checkpointed,
+                RecoveryIO(lambda: open_engine(cfg, live), consumer, producer, listener, remote))
             offset = recovery.offset
         log_layer = None
         if topic is not None and producer is not None:

@@ -12,7 +12,13 @@ from confluent_kafka import Consumer, Producer
 from millpond.changelog import local, restore
 from millpond.changelog.checkpoint import StoreOffset, read_offset_file, write_offset_file
 from millpond.changelog.guarantees import Guarantee
-from millpond.changelog.recovery import local_start, recover_store, recover_store_steps
+from millpond.changelog.recovery import (
+    RecoveryIO,
+    StorePartition,
+    local_start,
+    recover_store,
+    recover_store_steps,
+)
 from millpond.changelog.restore import RestoreStats
 from millpond.kafka.producer import TrackedProducer
 from millpond.kafka.reading import restore_consumer
@@ -71,10 +77,10 @@ def _content(engine: Any) -> dict[bytes, bytes]:
 
 
 def _args(live: Path, topic: str, consumer: Consumer, guarantee: Guarantee,
-          checkpointed: int | None, producer: TrackedProducer | None = None) -> dict[str, Any]:
-    return dict(store="counts", live=live, open_engine=Engines(live), topic=topic, partition=0,
-                guarantee=guarantee, checkpointed=checkpointed, consumer=consumer,
-                producer=producer)
+          checkpointed: int | None, producer: TrackedProducer | None = None,
+          ) -> tuple[StorePartition, Guarantee, int | None, RecoveryIO]:
+    return (StorePartition("counts", topic, 0, live), guarantee, checkpointed,
+            RecoveryIO(Engines(live), consumer, producer))
 
 
 def test_closing_recovery_midway_closes_the_engine_and_unassigns_then_a_rerun_is_exact(
@@ -85,7 +91,7 @@ def test_closing_recovery_midway_closes_the_engine_and_unassigns_then_a_rerun_is
     latest = _produce(kafka_bootstrap, topic, 0, 1000, 97)
     live = local.store_dir(tmp_path, "job", "counts", 0)
     args = _args(live, topic, consumer, Guarantee.AT_LEAST_ONCE, None)
-    steps = recover_store_steps(**args)
+    steps = recover_store_steps(*args)
     seen = 0
     for _ in range(3):
         stats = next(steps)
@@ -95,12 +101,12 @@ def test_closing_recovery_midway_closes_the_engine_and_unassigns_then_a_rerun_is
     assert consumer.assignment(), "mid-restore the restore consumer is assigned"
     steps.close()
     assert consumer.assignment() == []
-    [engine] = args["open_engine"].opened
+    [engine] = args[3].open_engine.opened
     assert engine.closed, "the engine the caller never received is closed"
     assert read_offset_file(live) is None
     assert local_start(live, topic, 0) is None, "an interrupted restore is never clean"
 
-    engine, result = recover_store(**_args(live, topic, consumer, Guarantee.AT_LEAST_ONCE, None))
+    engine, result = recover_store(*_args(live, topic, consumer, Guarantee.AT_LEAST_ONCE, None))
     try:
         assert result.stats.full and result.stats.records == 1000 and result.offset == 999
         assert _content(engine) == latest
@@ -118,7 +124,7 @@ def test_interrupted_restore_over_a_clean_store_is_not_trusted_later(
     create_topic(kafka_bootstrap, topic, 1)
     at_checkpoint = _produce(kafka_bootstrap, topic, 0, 500, 50)
     live = local.store_dir(tmp_path, "job", "counts", 0)
-    engine, result = recover_store(**_args(live, topic, consumer, Guarantee.EFFECTIVELY_ONCE, 499))
+    engine, result = recover_store(*_args(live, topic, consumer, Guarantee.EFFECTIVELY_ONCE, 499))
     assert result.offset == 499 and _content(engine) == at_checkpoint
     # What a commit leaves: the store's RocksDB checkpoint beside it, with its OFFSET.
     tmp = live.with_name("tmp-ckpt")
@@ -129,7 +135,7 @@ def test_interrupted_restore_over_a_clean_store_is_not_trusted_later(
     assert read_offset_file(live) == StoreOffset("counts", topic, 0, 499)
 
     _produce(kafka_bootstrap, topic, 500, 500, 50)  # every key gets a newer value
-    steps = recover_store_steps(**_args(live, topic, consumer, Guarantee.AT_LEAST_ONCE, 499))
+    steps = recover_store_steps(*_args(live, topic, consumer, Guarantee.AT_LEAST_ONCE, 499))
     first = next(steps)
     assert first.start_offset == 500 and not first.full, "starts from the clean live store"
     next(steps)
@@ -139,7 +145,7 @@ def test_interrupted_restore_over_a_clean_store_is_not_trusted_later(
 
     producer = TrackedProducer({"bootstrap.servers": kafka_bootstrap})
     engine, result = recover_store(
-        **_args(live, topic, consumer, Guarantee.EFFECTIVELY_ONCE, 499, producer))
+        *_args(live, topic, consumer, Guarantee.EFFECTIVELY_ONCE, 499, producer))
     try:
         producer.flush_and_check()
         assert result.offset == 499 and result.trimmed == 50
