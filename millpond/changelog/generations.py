@@ -17,9 +17,20 @@ from confluent_kafka import Consumer
 from millpond.changelog.checkpoint import Checkpoint, read_checkpoints
 from millpond.changelog.errors import GenerationError
 from millpond.config import Config, StoreConfig
-from millpond.kafka.admin import TopicAdmin, store_topic
+from millpond.kafka.admin import TopicAdmin
 
 _GEN = re.compile(r"^(?P<base>.+)-gen(?P<n>[0-9]+)$")
+
+
+def store_topic(config: Config, store: StoreConfig) -> str:
+    """The changelog topic of ``store`` (configured or default name)."""
+    configured = store.changelog.topic if store.changelog is not None else None
+    return changelog_topic(config.job.name, config.job.id, store.name, configured)
+
+
+def changelog_topic(job_name: str, job_id: str, store: str, configured: str | None) -> str:
+    """The store's changelog topic: the configured one, else ``<job>-<id>-<store>-changelog``."""
+    return configured or f"{job_name}-{job_id}-{store}-changelog"
 
 
 def resolve(config: Config, store: StoreConfig, topics: Mapping[str, str] | None) -> str:

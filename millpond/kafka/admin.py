@@ -8,22 +8,10 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import ConfigResource, NewTopic
 
-from millpond.config import Config, StoreConfig
 from millpond.kafka import clients
 from millpond.kafka.errors import OutputTopicError, TopicError
 
 TIMEOUT = 30.0
-
-
-def store_topic(config: Config, store: StoreConfig) -> str:
-    """The changelog topic of ``store`` (configured or default name)."""
-    configured = store.changelog.topic if store.changelog is not None else None
-    return changelog_topic(config.job.name, config.job.id, store.name, configured)
-
-
-def changelog_topic(job_name: str, job_id: str, store: str, configured: str | None) -> str:
-    """The store's changelog topic: the configured one, else ``<job>-<id>-<store>-changelog``."""
-    return configured or f"{job_name}-{job_id}-{store}-changelog"
 
 
 class TopicAdmin:

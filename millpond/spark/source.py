@@ -20,9 +20,9 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from millpond.changelog.checkpoint import NO_OFFSET, Checkpoint, checkpoint_topic, task_name
 from millpond.changelog.errors import CheckpointError
+from millpond.changelog.generations import changelog_topic
 from millpond.changelog.guarantees import STATE_ISOLATION
 from millpond.kafka import clients
-from millpond.kafka.admin import changelog_topic
 from millpond.spark.errors import SourceError
 
 if TYPE_CHECKING:

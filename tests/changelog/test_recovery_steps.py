@@ -20,6 +20,7 @@ from millpond.changelog.recovery import (
     recover_store_steps,
 )
 from millpond.changelog.restore import RestoreStats
+from millpond.kafka import reading
 from millpond.kafka.producer import TrackedProducer
 from millpond.kafka.reading import restore_consumer
 from millpond.stores import RocksDbEngine
@@ -33,7 +34,7 @@ SMALL_BATCH = 100
 @pytest.fixture(autouse=True)
 def small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
     """Many restore steps out of a small changelog."""
-    monkeypatch.setattr(restore, "BATCH", SMALL_BATCH)
+    monkeypatch.setattr(reading, "BATCH", SMALL_BATCH)
 
 
 @pytest.fixture

@@ -176,3 +176,10 @@ def test_find_cycle_finds_cycles(edges: dict[str, set[str]], cyclic: bool) -> No
 def test_the_walker_sees_function_level_and_relative_imports(tmp_path: Path) -> None:
     # The real tree: cli.py imports millpond.ops only inside its command functions.
     assert any(d.startswith("millpond.ops") for d in imports_of(ROOT / "cli.py"))
+
+
+def test_every_package_says_what_it_is() -> None:
+    """Each package's ``__init__`` starts with a docstring saying its role."""
+    silent = [str(p.relative_to(ROOT.parent)) for p in sorted(ROOT.rglob("__init__.py"))
+              if len((ast.get_docstring(ast.parse(p.read_text())) or "").split()) < 4]
+    assert not silent, f"packages without a docstring that says what they hold: {silent}"
