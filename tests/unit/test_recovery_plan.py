@@ -23,6 +23,7 @@ from millpond.changelog.recovery import (
     LocalState,
     Observation,
     OffsetFile,
+    RecoveryIO,
     RecoveryPlan,
     RecoveryWarning,
     StorePartition,
@@ -224,8 +225,8 @@ def _open(live: Path, fail_first: int = 0) -> Any:
 
 def _run(where: StorePartition, plan: RecoveryPlan, fail_first: int = 0) -> tuple[Any, Any]:
     assert where.live is not None
-    return run_steps(carry_out(where, plan, open_engine=_open(where.live, fail_first),
-                               consumer=NoConsumer(), producer=None))  # type: ignore[arg-type]
+    io = RecoveryIO(_open(where.live, fail_first), NoConsumer(), None)  # type: ignore[arg-type]
+    return run_steps(carry_out(where, plan, io))
 
 
 def test_act_replaces_a_dirty_live_dir_with_the_checkpoint(tmp_path: Path) -> None:
