@@ -243,7 +243,7 @@ KEYS: tuple[Key, ...] = (
         "store partition.", "backups", default="60000", minimum=0),
     Key("job.state.backup.retain", "int", "Snapshots kept per store partition.", "backups",
         default="3", minimum=1),
-    Key("job.state.backup.options.<name>", "passthrough", "Passed to the fsspec file system "
+    Key("job.state.backup.options.<prop>", "passthrough", "Passed to the fsspec file system "
         "(s3fs); a dotted name nests (`options.client_kwargs.endpoint_url`), `true`/`false` "
         "become booleans.", "backups"),
     # -- metrics -----------------------------------------------------------------------------
