@@ -343,11 +343,11 @@ def _cell(text: str) -> str:
 
 def _type(k: Key) -> str:
     if k.choices:
-        return "one of " + ", ".join(f"`{c}`" for c in k.choices)
+        return "One of " + ", ".join(f"`{c}`" for c in k.choices) + "."
     text = {"passthrough": "any", "streams": "streams", "url": "URL"}.get(k.kind, k.kind)
     if k.minimum is not None:
         text += f" >= {k.minimum}"
-    return text
+    return f"*{text}*"
 
 
 def markdown() -> str:
@@ -355,11 +355,11 @@ def markdown() -> str:
     out = [DOC_HEADER]
     for section, intro in SECTIONS.items():
         out += ["", f"## {TITLES[section]}", "", intro, "",
-                "| key | default | type | what it does |", "|---|---|---|---|"]
+                "| key | default | what it does |", "|---|---|---|"]
         for k in KEYS:
             if k.section == section:
-                out.append(f"| `{k.name}` | {_cell(k.shown_default())} | {_cell(_type(k))} | "
-                           f"{_cell(k.doc)} |")
+                out.append(f"| `{k.name}` | {_cell(k.shown_default())} | "
+                           f"{_cell(k.doc)} {_cell(_type(k))} |")
     return "\n".join(out) + "\n"
 
 
