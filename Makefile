@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install kafka-jars kafka-up kafka-down demo test test-faults test-cluster test-fast faults lint bench bench-smoke clean
+.PHONY: install kafka-jars kafka-up kafka-down demo test test-faults test-cluster test-fast faults lint docs bench bench-smoke clean
 
 # Create the virtualenv and install millpond with its test and lint tools. setuptools shows a
 # notice ("Editable installation ... folders in your working directory with the same name as
@@ -14,7 +14,7 @@ STAMP  := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip install -q -e ".[test,dev,spark,s3]"
+	PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip install -q -e ".[test,dev,spark,s3,docs]"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -57,6 +57,18 @@ lint: $(STAMP)
 	$(BIN)/ruff check millpond tests benchmarks examples
 	$(BIN)/mypy
 
+# The documentation site (mkdocs.yml, docs/) into site/, strict: a broken link, a missing
+# page or a missing API reference fails. Installs the docs extra first if a venv made
+# before it lacks it.
+DOCS_STAMP := $(VENV)/.docs-installed
+$(DOCS_STAMP): $(STAMP)
+	$(BIN)/python -c "import mkdocs, material, mkdocstrings_handlers.python, mkdocs_click, sybil" 2>/dev/null \
+	  || PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip install -q -e ".[docs]"
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 bench: kafka-up
 	$(BIN)/python -m benchmarks.run $(BENCH_ARGS)
 
@@ -65,4 +77,4 @@ bench-smoke: kafka-jars
 	$(BIN)/pytest -q tests/bench
 
 clean:
-	rm -rf $(VENV) state build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) state build site *.egg-info .pytest_cache .mypy_cache .ruff_cache

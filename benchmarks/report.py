@@ -705,7 +705,7 @@ def _many(n: int) -> str:
 
 
 def readme_table(results: dict[str, Any]) -> str:
-    """The README's Benchmarks block: one table from this one run, ready to paste.
+    """The Benchmarks block of docs/benchmarks.md: one table from this one run, ready to paste.
 
     Its header names the date, machine, command, load average and CPU steal; its rows put
     the peers beside millpond on the same input, with the ceilings and each target's

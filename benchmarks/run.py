@@ -18,8 +18,8 @@ from an S3Proxy snapshot + changelog tail vs full changelog replay),
 Parquet rows). Every figure is the median of the runs with min
 and max; every count and restore is checked against the exact reference; every run records
 the load average before it and the CPU steal during it.
-Writes ``results.json``, ``results.md`` and ``readme-table.md`` (the README's Benchmarks
-block, ready to paste) into ``--out-dir`` (default: benchmarks/).
+Writes ``results.json``, ``results.md`` and ``readme-table.md`` (docs/benchmarks.md's table,
+ready to paste) into ``--out-dir`` (default: benchmarks/).
 """
 
 from __future__ import annotations
@@ -892,7 +892,7 @@ def main(argv: list[str] | None = None) -> int:
     paths = report.write_all(results, args.out_dir)
     print(paths[1].read_text())
     say("wrote " + ", ".join(str(p) for p in paths) + f"; paste {paths[2].name} into the "
-        "README's Benchmarks section")
+        "table of docs/benchmarks.md")
     return 1 if any("WRONG" in p for p in results["problems"]) else 0
 
 

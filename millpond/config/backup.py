@@ -12,14 +12,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from millpond.config.properties import Properties
+from millpond.config.schema import int_default
 from millpond.config.values import error, get_int, with_prefix
 
 URI = "job.state.backup.uri"
 INTERVAL = "job.state.backup.interval.ms"
 RETAIN = "job.state.backup.retain"
 OPTIONS = "job.state.backup.options."
-DEFAULT_INTERVAL_MS = 60_000
-DEFAULT_RETAIN = 3
+DEFAULT_INTERVAL_MS = int_default(INTERVAL)  # from millpond.config.schema, which documents it
+DEFAULT_RETAIN = int_default(RETAIN)
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from millpond.config.properties import Properties
+from millpond.config.schema import bool_default, int_default, key, str_default
 from millpond.config.values import (
     StreamRef,
     describe,
@@ -19,8 +20,15 @@ from millpond.config.values import (
 )
 from millpond.partitioner import ALIASES, DEFAULT_PARTITIONER, PARTITIONERS, canonical
 
-PROCESSING_GUARANTEES = ("at-least-once", "effectively-once", "exactly-once")
-DEFAULT_SYSTEM = "kafka"
+# Defaults and choices come from the schema (millpond.config.schema), which documents them.
+PROCESSING_GUARANTEES = key("task.processing.guarantee").choices
+DEFAULT_SYSTEM = str_default("job.changelog.system")
+DEFAULT_ID = str_default("job.id")
+DEFAULT_WINDOW_MS = int_default("task.window.ms")
+DEFAULT_COMMIT_MS = int_default("task.commit.ms")
+DEFAULT_GUARANTEE = str_default("task.processing.guarantee")
+DEFAULT_BASE_DIR = str_default("job.logged.store.base.dir")
+DEFAULT_DROP_DESERIALIZATION_ERRORS = bool_default("task.drop.deserialization.errors")
 
 
 @dataclass(frozen=True)
@@ -28,15 +36,15 @@ class JobConfig:
     """What to run and how: inputs, timers, guarantees, where local state lives."""
 
     name: str
-    id: str = "1"
+    id: str = DEFAULT_ID
     task_class: str | None = None
     inputs: list[StreamRef] = field(default_factory=list)
-    window_ms: int = -1  # -1: window() is never called
-    commit_ms: int = 60000
-    processing_guarantee: str = "effectively-once"
-    logged_store_base_dir: Path = Path("state")
+    window_ms: int = DEFAULT_WINDOW_MS  # -1: window() is never called
+    commit_ms: int = DEFAULT_COMMIT_MS
+    processing_guarantee: str = DEFAULT_GUARANTEE
+    logged_store_base_dir: Path = Path(DEFAULT_BASE_DIR)
     changelog_system: str = DEFAULT_SYSTEM
-    drop_deserialization_errors: bool = False
+    drop_deserialization_errors: bool = DEFAULT_DROP_DESERIALIZATION_ERRORS
     dlq_stream: StreamRef | None = None
     partitioner: str = DEFAULT_PARTITIONER  # key -> input partition, see millpond.partitioner
 
@@ -59,17 +67,18 @@ def parse_job(props: Properties) -> JobConfig:
     base_dir = props.get("job.logged.store.base.dir", "").strip()
     return JobConfig(
         name=name,
-        id=props.get(id_key, "1").strip() or "1",
+        id=props.get(id_key, DEFAULT_ID).strip() or DEFAULT_ID,
         task_class=props.get("task.class", "").strip() or None,
         inputs=inputs,
-        window_ms=get_int(props, "task.window.ms", -1),
-        commit_ms=get_int(props, "task.commit.ms", 60000),
+        window_ms=get_int(props, "task.window.ms", DEFAULT_WINDOW_MS),
+        commit_ms=get_int(props, "task.commit.ms", DEFAULT_COMMIT_MS),
         processing_guarantee=get_choice(
-            props, "task.processing.guarantee", "effectively-once", PROCESSING_GUARANTEES
+            props, "task.processing.guarantee", DEFAULT_GUARANTEE, PROCESSING_GUARANTEES
         ),
-        logged_store_base_dir=Path(base_dir) if base_dir else Path("state"),
+        logged_store_base_dir=Path(base_dir or DEFAULT_BASE_DIR),
         changelog_system=props.get("job.changelog.system", "").strip() or DEFAULT_SYSTEM,
-        drop_deserialization_errors=get_bool(props, "task.drop.deserialization.errors", False),
+        drop_deserialization_errors=get_bool(props, "task.drop.deserialization.errors",
+                                             DEFAULT_DROP_DESERIALIZATION_ERRORS),
         dlq_stream=get_stream(props, "task.dlq.stream", DEFAULT_SYSTEM),
         partitioner=_partitioner(props),
     )

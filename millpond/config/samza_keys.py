@@ -443,8 +443,9 @@ Every key of [Samza's configuration table](https://samza.apache.org/learn/docume
 
 `<store>`, `<system>`, `<serde>`, ... stand for one name; `<stream-id>`, `<stream>` and
 `<topic>` may contain dots; `*` is any suffix. A key in neither this table nor millpond's own
-keys (README) is left alone: a task may read it through `context.config`; under
-`stores.<store>.` an unknown key warns with the closest known key.
+keys ([configuration reference](reference/configuration.md)) is left alone: a task may read it
+through `context.config`; under `stores.<store>.` an unknown key warns with the closest known
+key.
 
 """
 

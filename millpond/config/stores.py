@@ -10,6 +10,7 @@ from typing import Literal
 from millpond.config.errors import ConfigError, ConfigWarning
 from millpond.config.properties import Properties
 from millpond.config.samza_keys import samza_store_key
+from millpond.config.schema import bool_default, int_default, store_keys
 from millpond.config.values import (
     StreamRef,
     describe,
@@ -32,27 +33,18 @@ FACTORIES: dict[str, StoreFactory] = {
     "org.apache.samza.storage.kv.inmemory.InMemoryKeyValueStorageEngineFactory": "inmemory",
 }
 
-KNOWN_KEYS = (
-    "factory", "key.serde", "msg.serde", "changelog", "changelog.replication.factor",
-    "object.cache.size", "write.batch.size", "object.cache.max.bytes", "rocksdb.compression",
-    "rocksdb.block.size.bytes", "rocksdb.compaction.style", "rocksdb.bloom.filter.bits.per.key",
-    "rocksdb.num.write.buffers", "rocksdb.ttl.ms", "rocksdb.max.log.file.size.bytes",
-    "rocksdb.keep.log.file.num", "container.write.buffer.size.bytes",
-    "container.cache.size.bytes", "changelog.max.message.size.bytes",
-    "disallow.large.messages", "drop.large.messages", "changelog.min.compaction.lag.ms",
-    "rocksdb.delete.obsolete.files.period.micros", "rocksdb.max.manifest.file.size",
-    # side inputs (parsed by the side-inputs support; listed so they are never "unknown")
-    "side.inputs", "side.inputs.processor.factory",
-    # state backups (job.state.backup.uri)
-    "backup.enabled",
-)
+# Every single-setting key under stores.<name>. (the schema's; side inputs and backup.enabled
+# included), so none is reported as unknown.
+KNOWN_KEYS = store_keys()
 CHANGELOG_TOPIC_PREFIX = "changelog.kafka."
 # Samza's per-job store defaults: stores.default.<key> applies to every store without its own.
 DEFAULTS_STORE = "default"
 DEFAULTABLE = ("changelog.replication.factor", "changelog.min.compaction.lag.ms")
 MIN_COMPACTION_LAG = "min.compaction.lag.ms"
-# Samza's StorageConfig.DEFAULT_CHANGELOG_MAX_MSG_SIZE_BYTES (1 MiB).
-DEFAULT_MAX_MESSAGE_SIZE = 1_048_576
+_S = "stores.<store>."
+# Samza's StorageConfig.DEFAULT_CHANGELOG_MAX_MSG_SIZE_BYTES (1 MiB). Every default here comes
+# from millpond.config.schema, which documents it.
+DEFAULT_MAX_MESSAGE_SIZE = int_default(_S + "changelog.max.message.size.bytes")
 
 # The object cache's bounds per store and task (millpond.stores.cached has the same defaults).
 # Samza's defaults are 1000 / 500; millpond's are larger because in Python a cache miss
@@ -60,9 +52,12 @@ DEFAULT_MAX_MESSAGE_SIZE = 1_048_576
 # far more than a hit, and the dirty bound is what lets a commit interval's repeated writes
 # to a key coalesce into one. object.cache.max.bytes bounds the estimated memory (Kafka
 # Streams' statestore.cache.max.bytes); 0 for it or object.cache.size turns the cache off.
-DEFAULT_OBJECT_CACHE_SIZE = 100_000
-DEFAULT_WRITE_BATCH_SIZE = 50_000
-DEFAULT_OBJECT_CACHE_MAX_BYTES = 32 * 1024 * 1024
+DEFAULT_OBJECT_CACHE_SIZE = int_default(_S + "object.cache.size")
+DEFAULT_WRITE_BATCH_SIZE = int_default(_S + "write.batch.size")
+DEFAULT_OBJECT_CACHE_MAX_BYTES = int_default(_S + "object.cache.max.bytes")
+DEFAULT_DISALLOW_LARGE = bool_default(_S + "disallow.large.messages")
+DEFAULT_DROP_LARGE = bool_default(_S + "drop.large.messages")
+DEFAULT_BACKUP_ENABLED = bool_default(_S + "backup.enabled")
 
 
 @dataclass(frozen=True)
@@ -85,10 +80,10 @@ class StoreConfig:
     side_inputs: tuple[StreamRef, ...] = ()
     side_inputs_processor: str | None = None
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE  # changelog.max.message.size.bytes
-    disallow_large_messages: bool = False  # a larger value stops the job
-    drop_large_messages: bool = False  # a larger value is skipped (counted, logged)
+    disallow_large_messages: bool = DEFAULT_DISALLOW_LARGE  # a larger value stops the job
+    drop_large_messages: bool = DEFAULT_DROP_LARGE  # a larger value is skipped (counted, logged)
 
-    backup_enabled: bool = True  # stores.<name>.backup.enabled (when job.state.backup.uri is set)
+    backup_enabled: bool = DEFAULT_BACKUP_ENABLED  # stores.<name>.backup.enabled (when job.state.backup.uri is set)
 
     @property
     def large_messages(self) -> Literal["disallow", "drop"] | None:
@@ -174,9 +169,10 @@ def _parse_store(
         side_inputs_processor=processor,
         max_message_size=get_int(props, prefix + "changelog.max.message.size.bytes",
                                  DEFAULT_MAX_MESSAGE_SIZE, minimum=1),
-        disallow_large_messages=get_bool(props, prefix + "disallow.large.messages", False),
-        drop_large_messages=get_bool(props, prefix + "drop.large.messages", False),
-        backup_enabled=get_bool(props, prefix + "backup.enabled", True),
+        disallow_large_messages=get_bool(props, prefix + "disallow.large.messages",
+                                         DEFAULT_DISALLOW_LARGE),
+        drop_large_messages=get_bool(props, prefix + "drop.large.messages", DEFAULT_DROP_LARGE),
+        backup_enabled=get_bool(props, prefix + "backup.enabled", DEFAULT_BACKUP_ENABLED),
     )
 
 
