@@ -1,0 +1,1 @@
+"""The workloads of `make bench`, one module a family; each is a function of a Harness."""
