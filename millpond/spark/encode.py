@@ -98,6 +98,7 @@ def make_writer(
 
     def write(rows: Iterable[Any]) -> Iterator[tuple[int, int, int, int]]:
         from millpond.changelog.errors import ChangelogError
+        from millpond.kafka.errors import KafkaClientError
         from millpond.kafka.producer import TrackedProducer
 
         producer = TrackedProducer(producer_conf)
@@ -112,7 +113,7 @@ def make_writer(
                 if producer.sent % 10_000 == 0:
                     producer.poll()
             producer.flush_and_check(timeout)
-        except ChangelogError as exc:
+        except (ChangelogError, KafkaClientError) as exc:
             raise BootstrapError(f"writing changelog {topic}: {exc}") from exc
         finally:
             producer.discard()

@@ -17,6 +17,7 @@ from millpond.changelog.errors import ChangelogError
 from millpond.changelog.generations import job_topics, next_generation, resolve
 from millpond.config import Config, StoreConfig
 from millpond.job import Job
+from millpond.kafka.errors import KafkaClientError
 from millpond.kafka.producer import TrackedProducer
 from millpond.kafka.reading import watermarks
 from millpond.ops.describe import records_after
@@ -71,7 +72,7 @@ class RescalePlan:
                 admin.ensure_compacted(move.new, self.after,
                                        move.store.changelog_replication_factor,
                                        move.store.changelog_topic_config)
-        except ChangelogError as exc:
+        except (ChangelogError, KafkaClientError) as exc:
             raise RescaleError(str(exc)) from exc
         finally:
             consumer.close()
@@ -111,7 +112,7 @@ class RescalePlan:
             raise RescaleError(_running(self.config))
         try:
             self.job.admin.add_partitions(self.job.checkpoint_topic, self.after)
-        except ChangelogError as exc:
+        except (ChangelogError, KafkaClientError) as exc:
             raise RescaleError(str(exc)) from exc
         conf = {**self.job.producer_conf,
                 "transactional.id": f"millpond-rescale-{self.config.job.name}-{self.config.job.id}",
@@ -125,7 +126,7 @@ class RescalePlan:
                               ckpt.to_bytes())
             producer.flush_and_check()
             producer.commit_transaction()
-        except ChangelogError as exc:
+        except (ChangelogError, KafkaClientError) as exc:
             producer.abort_transaction(5)
             raise RescaleError(f"writing checkpoints to {self.job.checkpoint_topic}: "
                                f"{exc}; nothing was committed, the job is as before") from exc
@@ -143,7 +144,7 @@ def inspect_rescale(config: Config, partitions: int) -> RescalePlan:
     try:
         job = Job(config)
         return _inspect(job, partitions)
-    except ChangelogError as exc:
+    except (ChangelogError, KafkaClientError) as exc:
         raise RescaleError(str(exc)) from exc
 
 

@@ -18,6 +18,7 @@ from millpond.changelog.checkpoint import NO_OFFSET, OFFSET_FILE, Checkpoint, ta
 from millpond.changelog.errors import ChangelogError
 from millpond.config import Config, StoreConfig
 from millpond.job import Job
+from millpond.kafka.errors import KafkaClientError
 from millpond.kafka.producer import TrackedProducer
 from millpond.kafka.reading import watermarks
 from millpond.ops.offline import group_active
@@ -77,7 +78,7 @@ class Target:
                                             self.store.changelog_topic_config)
             self.job.admin.ensure_compacted(self.job.checkpoint_topic, self.tasks,
                                             what="checkpoint")
-        except ChangelogError as exc:
+        except (ChangelogError, KafkaClientError) as exc:
             raise BootstrapError(str(exc)) from exc
 
     def ends(self) -> dict[int, int]:
@@ -103,7 +104,7 @@ class Target:
                 producer.send(self.job.checkpoint_topic, p, ckpt.task.encode(), ckpt.to_bytes())
                 written[ckpt.task] = ckpt
             producer.flush_and_check()
-        except ChangelogError as exc:
+        except (ChangelogError, KafkaClientError) as exc:
             raise BootstrapError(f"writing checkpoints to {self.job.checkpoint_topic}: "
                                  f"{exc}") from exc
         finally:
@@ -144,20 +145,20 @@ def inspect(config: Config, store: str) -> Target:
     try:
         job = Job(config)
         cfg = job.store(store)
-    except ChangelogError as exc:
+    except (ChangelogError, KafkaClientError) as exc:
         raise BootstrapError(str(exc)) from exc
     if cfg.changelog is None:
         raise BootstrapError(f"store {store!r} has no changelog (stores.{store}.changelog): "
                              "its tasks could not restore bootstrapped state")
     try:
         tasks = len(job.partitions_of_inputs())
-    except ChangelogError as exc:
+    except (ChangelogError, KafkaClientError) as exc:
         raise BootstrapError(f"{exc}: the job's input partition count decides where each "
                              "key goes; create the input topics first") from exc
     checkpoints = job.checkpoints()
     try:
         topic = job.changelog(cfg, checkpoints)
-    except ChangelogError as exc:
+    except (ChangelogError, KafkaClientError) as exc:
         raise BootstrapError(str(exc)) from exc
     marks = None
     if job.admin.partition_count(topic) is not None:
