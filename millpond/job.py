@@ -34,7 +34,8 @@ class Job:
         self.config = config
         bootstrap = config.bootstrap_servers("kafka")
         system = config.systems.get("kafka")
-        self.client_conf: dict[str, Any] = {"bootstrap.servers": bootstrap}
+        self.client_conf: dict[str, Any] = {**(system.client if system else {}),
+                                            "bootstrap.servers": bootstrap}
         if error_cb is not None:
             self.client_conf["error_cb"] = error_cb
         self.consumer_conf = {**self.client_conf, **(system.consumer if system else {})}
@@ -49,9 +50,17 @@ class Job:
         """The job's topic admin (made on first use)."""
         return TopicAdmin(self.client_conf)
 
+    @property
+    def reader_group_id(self) -> str:
+        """The group id of the job's bulk readers (restore, checkpoints, status): they are
+        assigned partitions and never join or commit, but librdkafka needs one, and one of
+        the job's own keeps a least-privilege ACL to the job's prefix."""
+        return f"{self.group_id}-reader"
+
     def consumer(self) -> Consumer:
-        """A new bulk-read consumer (no group) that sees committed state only."""
-        return restore_consumer(self.consumer_conf, STATE_ISOLATION)
+        """A new bulk-read consumer (no group joined) that sees committed state only."""
+        return restore_consumer({**self.consumer_conf, "group.id": self.reader_group_id},
+                                STATE_ISOLATION)
 
     def store(self, name: str) -> StoreConfig:
         try:

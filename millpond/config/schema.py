@@ -277,6 +277,13 @@ KEYS: tuple[Key, ...] = (
         default="kafka"),
     Key("streams.<stream-id>.samza.physical.name", "string", "The stream id's topic.", "samza",
         default_doc="the stream id"),
+    # Last: every more specific systems.<system>.* pattern above matches first.
+    Key(_SYS + "<prop>", "passthrough", "librdkafka settings for every client millpond makes "
+        "(consumers, producers, the admin client, readers, the CLI's commands), "
+        "written once: `security.protocol`, `sasl.mechanism`, `sasl.username`, `ssl.ca.location`, "
+        "... (any key both librdkafka clients know; `${NAME}` reads a secret from the "
+        "environment). `consumer.<prop>` and `producer.<prop>` win for their client.",
+        "systems"),
 )
 
 BY_NAME: dict[str, Key] = {key.name: key for key in KEYS}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from millpond.config.librdkafka import Client, java_only_reason
+from millpond.config.librdkafka import JAVA_ONLY, Client, java_only_reason, known_to_librdkafka
 from millpond.config.properties import Properties
 from millpond.config.values import with_prefix
 
@@ -25,11 +25,15 @@ class StreamConfig:
 
 @dataclass(frozen=True)
 class SystemConfig:
-    """One system. ``consumer``/``producer`` are librdkafka settings (prefix removed);
-    ``ignored`` maps each Java-client-only key left out of them (full key) to the reason."""
+    """One system. ``client`` holds the librdkafka settings written once for every client
+    (``systems.<s>.security.protocol``, ``sasl.*``, ``ssl.*``, ...: any key librdkafka's
+    consumer and producer both know); ``consumer``/``producer`` are each client's own
+    (prefix removed), which win over ``client``. ``ignored`` maps each Java-client-only key
+    left out of them (full key) to the reason."""
 
     name: str
     bootstrap_servers: str | None = None
+    client: dict[str, str] = field(default_factory=dict)
     consumer: dict[str, str] = field(default_factory=dict)
     producer: dict[str, str] = field(default_factory=dict)
     key_serde: str | None = None
@@ -74,6 +78,19 @@ def _client_settings(own: dict[str, str], name: str, client: Client,
     return kept
 
 
+# Keys under systems.<s>. that are millpond's or Samza's, never a client setting.
+_NOT_CLIENT = ("consumer.", "producer.", "samza.", "streams.", "default.stream.")
+
+
+def _shared_settings(own: dict[str, str]) -> dict[str, str]:
+    """``systems.<s>.<key>`` settings for every client: the keys both librdkafka clients know
+    (other keys there are Samza's or the user's own and stay out of the clients)."""
+    return {key: value for key, value in own.items()
+            if key != "bootstrap.servers" and not key.startswith(_NOT_CLIENT)
+            and key not in JAVA_ONLY and known_to_librdkafka(key, "consumer")
+            and known_to_librdkafka(key, "producer")}
+
+
 def _parse_system(own: dict[str, str], name: str,
                   by_id: dict[str, dict[str, str | None]]) -> SystemConfig:
     """``bootstrap.servers`` falls back to the consumer's, then the producer's setting."""
@@ -85,6 +102,7 @@ def _parse_system(own: dict[str, str], name: str,
         bootstrap_servers=_text(own.get("bootstrap.servers"))
         or _text(consumer.get("bootstrap.servers"))
         or _text(producer.get("bootstrap.servers")),
+        client=_shared_settings(own),
         consumer=consumer,
         producer=producer,
         key_serde=_text(own.get("samza.key.serde"))

@@ -76,14 +76,10 @@ class PartitionStatus:
         return asdict(self)
 
 
-def group_id(job: Job) -> str:
-    return f"{job.config.job.name}-{job.config.job.id}"
-
-
 def describe_group(job: Job) -> tuple[GroupInfo, dict[int, Owner]]:
     """The group's state and, per task partition, the member it is assigned to (the
     container subscribes to the first input only, so its partitions are the tasks')."""
-    group = group_id(job)
+    group = job.group_id
     first = job.config.job.inputs[0].topic
     try:
         desc = job.admin.admin.describe_consumer_groups([group])[group].result(timeout=TIMEOUT)

@@ -92,7 +92,8 @@ def changelog_of(
             f"store {store!r}: changelog system {system_name!r} has no brokers; set "
             f"systems.{system_name}.bootstrap.servers (at {config.location(f'systems.{system_name}.bootstrap.servers')})"
         )
-    extras = {k: v for k, v in system.consumer.items() if k.startswith(_CLIENT_PREFIXES)}
+    extras = {**system.client,
+              **{k: v for k, v in system.consumer.items() if k.startswith(_CLIENT_PREFIXES)}}
     changelog = Changelog(store, topic, system.bootstrap_servers, STATE_ISOLATION, extras,
                           dict(spark_options or {}))
     if not resolve_generation:

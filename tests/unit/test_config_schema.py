@@ -106,6 +106,7 @@ app.class=org.example.IgnoredApp
 stores.default.changelog.replication.factor=1
 stores.default.changelog.min.compaction.lag.ms=10
 systems.kafka.default.stream.samza.key.serde=string
+systems.kafka.security.protocol=PLAINTEXT
 systems.kafka.default.stream.samza.msg.serde=json
 streams.clicks.samza.key.serde=string
 streams.clicks.samza.msg.serde=json

@@ -1,0 +1,59 @@
+"""One job's client settings are built once (millpond.job.Job) and every client gets them:
+``systems.<s>.<librdkafka key>`` is written once for all clients, ``consumer.*`` and
+``producer.*`` win for their client, and the bulk readers use a group id of the job's own."""
+
+from __future__ import annotations
+
+from millpond.config import Config
+from millpond.config.properties import parse_properties
+from millpond.job import Job
+
+BASE = """\
+job.name=counts
+job.id=7
+task.class=tests.jobs.counting.Counter
+task.inputs=kafka.in
+systems.kafka.bootstrap.servers=127.0.0.1:1
+"""
+
+
+def job(extra: str) -> Job:
+    return Job(Config.from_properties(parse_properties(BASE + extra, "job.properties")))
+
+
+def test_security_settings_written_once_reach_every_client() -> None:
+    j = job("systems.kafka.security.protocol=SASL_SSL\n"
+            "systems.kafka.sasl.mechanism=SCRAM-SHA-512\n"
+            "systems.kafka.sasl.username=alice\n"
+            "systems.kafka.ssl.ca.location=/etc/ca.pem\n")
+    shared = {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+              "sasl.username": "alice", "ssl.ca.location": "/etc/ca.pem"}
+    for conf in (j.client_conf, j.consumer_conf, j.producer_conf):  # admin: client_conf
+        assert shared.items() <= conf.items(), conf
+        assert conf["bootstrap.servers"] == "127.0.0.1:1"
+
+
+def test_a_client_setting_wins_over_the_shared_one_for_its_client_only() -> None:
+    j = job("systems.kafka.client.id=shared\n"
+            "systems.kafka.consumer.client.id=mine\n")
+    assert j.consumer_conf["client.id"] == "mine"
+    assert j.producer_conf["client.id"] == "shared"
+    assert j.client_conf["client.id"] == "shared"
+
+
+def test_keys_that_are_no_librdkafka_setting_stay_out_of_the_clients() -> None:
+    j = job("systems.kafka.samza.factory=org.apache.samza.system.kafka.KafkaSystemFactory\n"
+            "systems.kafka.samza.key.serde=string\n"
+            "systems.kafka.my.own.setting=1\n"
+            "systems.kafka.streams.in.samza.msg.serde=json\n"
+            "systems.kafka.default.stream.replication.factor=1\n")
+    for conf in (j.client_conf, j.consumer_conf, j.producer_conf):
+        assert set(conf) - {"partitioner"} == {"bootstrap.servers"}, conf
+
+
+def test_readers_use_a_group_id_of_the_job() -> None:
+    """No group shared by every job (``millpond-restore`` was): an ACL on the job's prefix
+    covers the readers' group too."""
+    j = job("")
+    assert j.group_id == "counts-7"
+    assert j.reader_group_id.startswith("counts-7-")
