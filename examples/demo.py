@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import shutil
 import signal
@@ -375,6 +376,8 @@ def parse_args(argv: Sequence[str] | None) -> Settings:
 
 def main(argv: Sequence[str] | None = None) -> None:
     settings = parse_args(argv)
+    # The demo's own Kafka clients log through millpond.kafka: warnings only, labelled.
+    logging.basicConfig(level=logging.WARNING, format="      %(levelname)s %(name)s: %(message)s")
     run_id = uuid.uuid4().hex[:6]
     try:
         summary = run(run_id, settings)

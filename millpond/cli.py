@@ -28,12 +28,19 @@ class _Main(click.Group):
 @click.version_option(__version__, prog_name="millpond")
 def main() -> None:
     """Samza-style stateful stream processing: RocksDB stores with Kafka changelogs."""
+    import logging
     import warnings
 
     from millpond.changelog.recovery import RecoveryWarning
 
     # Recovery problems are also logged; the warning is for library callers, not a 2nd line.
     warnings.filterwarnings("ignore", category=RecoveryWarning)
+    # Commands that configure no logging (all but run and spark) show warnings, a Kafka
+    # client's included, as labelled lines on stderr rather than bare messages.
+    last_resort = logging.StreamHandler()
+    last_resort.setLevel(logging.WARNING)
+    last_resort.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    logging.lastResort = last_resort
 
 
 def _load_config(path: Path, overrides: tuple[str, ...]) -> Any:
