@@ -114,31 +114,6 @@ def _job(config_path: Path, overrides: tuple[str, ...]) -> Any:
     return Job(_load_config(config_path, overrides))
 
 
-class _ProgressListener:
-    """Shows a click progress bar per store partition while it restores."""
-
-    def __init__(self) -> None:
-        self.bar: Any = None
-        self.done = 0
-
-    def on_restore_start(self, stats: Any) -> None:
-        total = max(0, stats.end_offset - stats.start_offset)
-        self.done = 0
-        self.bar = click.progressbar(length=total or 1,
-                                     label=f"{stats.store} {stats.topic}[{stats.partition}]",
-                                     file=sys.stderr)
-        self.bar.__enter__()
-
-    def on_batch_restored(self, stats: Any) -> None:
-        # Compaction leaves gaps, so progress is by records read against the offset range.
-        self.bar.update(stats.records - self.done)
-        self.done = stats.records
-
-    def on_restore_end(self, stats: Any) -> None:
-        self.bar.update(max(0, self.bar.length - self.bar.pos))
-        self.bar.__exit__(None, None, None)
-
-
 def _fail(exc: Exception) -> click.ClickException:
     return click.ClickException(str(exc))
 
@@ -161,6 +136,7 @@ def restore(config_path: Path, overrides: tuple[str, ...], store: str | None,
     """Rebuild local stores from their changelogs (the job must be stopped)."""
     from millpond.backup.errors import BackupError
     from millpond.changelog.errors import ChangelogError
+    from millpond.progress import RestoreProgress
     from millpond.tasks import offline
 
     job = _job(config_path, overrides)
@@ -176,7 +152,7 @@ def restore(config_path: Path, overrides: tuple[str, ...], store: str | None,
         return
     try:
         results = offline.restore(job, store, list(partitions) or None, full,
-                                  _ProgressListener(), from_backup=from_backup)
+                                  RestoreProgress(), from_backup=from_backup)
     except (ChangelogError, BackupError) as exc:
         raise _fail(exc) from exc
     click.echo(f"{'store':<20} {'part':>4} {'records':>10} {'bytes':>12} {'seconds':>8} "
@@ -185,8 +161,18 @@ def restore(config_path: Path, overrides: tuple[str, ...], store: str | None,
         click.echo(f"{r.store:<20} {r.partition:>4} {r.records:>10} {r.bytes:>12} "
                    f"{r.seconds:>8.2f} {r.records_per_s:>10.0f} {r.mb_per_s:>8.1f}  "
                    f"{'full' if r.full else 'tail'}"
-                   + (f" after snapshot {r.snapshot} ({r.downloaded} bytes downloaded)"
+                   + (f" after snapshot {r.snapshot} ({r.downloaded} bytes downloaded in "
+                      f"{r.download_seconds:.3f} s, {_rate(r.downloaded, r.download_seconds)})"
                       if r.snapshot else ""))
+
+
+def _rate(size: int, seconds: float) -> str:
+    """Bytes per second in the unit that shows it (a small snapshot is kB/s, not 0.0 MB/s)."""
+    per_s = size / seconds if seconds > 0 else 0.0
+    for unit, scale in (("GB/s", 1e9), ("MB/s", 1e6), ("kB/s", 1e3)):
+        if per_s >= scale:
+            return f"{per_s / scale:.1f} {unit}"
+    return f"{per_s:.0f} B/s"
 
 
 @main.group()
