@@ -170,8 +170,7 @@ def upload_snapshot(config_path: Path, live: Path) -> dict[str, Any]:
             "upload_s": round(seconds, 2)}
 
 
-_DOWNLOADED = re.compile(r"after snapshot (\S+) \((\d+) bytes downloaded\)")
-_DOWNLOAD_S = re.compile(r"downloaded snapshot \S+ .*?(\d+) bytes in ([\d.]+)s")
+_DOWNLOADED = re.compile(r"after snapshot (\S+) \((\d+) bytes downloaded in ([\d.]+) s")
 
 
 def restore(config: Path, state: Path, mode: str, work: Path, tag: str,
@@ -202,8 +201,7 @@ def restore(config: Path, state: Path, mode: str, work: Path, tag: str,
                              f"\n{child.tail()}")
         out["snapshot"] = got.group(1)
         out["snapshot_bytes"] = int(got.group(2))
-        took = _DOWNLOAD_S.search(child.stderr + child.stdout)
-        out["download_s"] = float(took.group(2)) if took else None
+        out["download_s"] = float(got.group(3))
     elif got is not None:
         raise SystemExit(f"millpond restore --full used a snapshot:\n{child.stdout}")
     out["downloaded_bytes"] = out["snapshot_bytes"] + out["changelog_bytes"]

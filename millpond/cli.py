@@ -19,12 +19,19 @@ if TYPE_CHECKING:
 @click.version_option(__version__, prog_name="millpond")
 def main() -> None:
     """Samza-style stateful stream processing: RocksDB stores with Kafka changelogs."""
+    import logging
     import warnings
 
     from millpond.changelog.recovery import RecoveryWarning
 
     # Recovery problems are also logged; the warning is for library callers, not a 2nd line.
     warnings.filterwarnings("ignore", category=RecoveryWarning)
+    # Commands that configure no logging (all but run and spark) show warnings, a Kafka
+    # client's included, as labelled lines on stderr rather than bare messages.
+    last_resort = logging.StreamHandler()
+    last_resort.setLevel(logging.WARNING)
+    last_resort.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    logging.lastResort = last_resort
 
 
 def _load_config(path: Path, overrides: tuple[str, ...]) -> Any:
@@ -72,29 +79,6 @@ def _job(config_path: Path, overrides: tuple[str, ...]) -> Any:
     return Job(_load_config(config_path, overrides))
 
 
-class _ProgressListener:
-    """Shows a click progress bar per store partition while it restores."""
-
-    def __init__(self) -> None:
-        self.bar: Any = None
-        self.done = 0
-
-    def on_restore_start(self, stats: Any) -> None:
-        total = max(0, stats.end_offset - stats.start_offset)
-        self.done = 0
-        self.bar = click.progressbar(length=total or 1,
-                                     label=f"{stats.store} {stats.topic}[{stats.partition}]",
-                                     file=sys.stderr)
-        self.bar.__enter__()
-
-    def on_batch_restored(self, stats: Any) -> None:
-        # Compaction leaves gaps, so progress is by records read against the offset range.
-        self.bar.update(stats.records - self.done)
-        self.done = stats.records
-
-    def on_restore_end(self, stats: Any) -> None:
-        self.bar.update(max(0, self.bar.length - self.bar.pos))
-        self.bar.__exit__(None, None, None)
 
 
 @main.command()
@@ -114,6 +98,7 @@ def restore(config_path: Path, overrides: tuple[str, ...], store: str | None,
             from_backup: bool) -> None:
     """Rebuild local stores from their changelogs (the job must be stopped)."""
     from millpond.ops import offline
+    from millpond.progress import RestoreProgress
 
     job = _job(config_path, overrides)
     if from_local:
@@ -124,15 +109,25 @@ def restore(config_path: Path, overrides: tuple[str, ...], store: str | None,
             click.echo(f"re-seeded changelog of {name} with {n} records from local state")
         return
     results = offline.restore(job, store, list(partitions) or None, full,
-                              _ProgressListener(), from_backup=from_backup)
+                              RestoreProgress(), from_backup=from_backup)
     click.echo(f"{'store':<20} {'part':>4} {'records':>10} {'bytes':>12} {'seconds':>8} "
                f"{'rec/s':>10} {'MB/s':>8}  mode")
     for r in results:
         click.echo(f"{r.store:<20} {r.partition:>4} {r.records:>10} {r.bytes:>12} "
                    f"{r.seconds:>8.2f} {r.records_per_s:>10.0f} {r.mb_per_s:>8.1f}  "
                    f"{'full' if r.full else 'tail'}"
-                   + (f" after snapshot {r.snapshot} ({r.downloaded} bytes downloaded)"
+                   + (f" after snapshot {r.snapshot} ({r.downloaded} bytes downloaded in "
+                      f"{r.download_seconds:.3f} s, {_rate(r.downloaded, r.download_seconds)})"
                       if r.snapshot else ""))
+
+
+def _rate(size: int, seconds: float) -> str:
+    """Bytes per second in the unit that shows it (a small snapshot is kB/s, not 0.0 MB/s)."""
+    per_s = size / seconds if seconds > 0 else 0.0
+    for unit, scale in (("GB/s", 1e9), ("MB/s", 1e6), ("kB/s", 1e3)):
+        if per_s >= scale:
+            return f"{per_s / scale:.1f} {unit}"
+    return f"{per_s:.0f} B/s"
 
 
 @main.group()

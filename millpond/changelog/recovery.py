@@ -384,10 +384,12 @@ def carry_out(
     for message in plan.warnings:
         _warn(message)
     live = where.live
-    downloaded = 0
+    downloaded, download_seconds = 0, 0.0
     if live is not None:
         if plan.copy is LocalCopy.REMOTE:
+            began = time.monotonic()
             plan, downloaded = fetch_snapshot(where, plan, io.remote)
+            download_seconds = time.monotonic() - began
         elif not prepare_local_copy(live, plan.copy):
             _warn(f"the checkpoint of local store {live} disappeared; doing a full restore")
             plan = plan.as_full_restore()
@@ -407,6 +409,7 @@ def carry_out(
     try:
         stats = RestoreStats(where.store, where.topic, where.partition, plan.begin, plan.end,
                              full=plan.full, downloaded=downloaded,
+                             download_seconds=download_seconds,
                              snapshot=plan.snapshots[0].id if plan.snapshots else None)
         yield from restore_steps(engine, consumer, stats, io.listener)
         trimmed = 0

@@ -43,6 +43,7 @@ class RestoreStats:
     full: bool = False
     downloaded: int = 0  # bytes of the remote snapshot the store started from
     snapshot: str | None = None  # its id, if it started from one
+    download_seconds: float = 0.0  # time fetching it (``seconds`` is the changelog replay's)
     position: int = -1  # next offset to read (end_offset once done); -1 before it starts
 
     @property

@@ -3,7 +3,10 @@
 librdkafka writes its log lines (``%3|1700000000.123|FAIL|rdkafka#consumer-1| ...``) straight
 to stderr unless the client is given a ``logger``. Every millpond client gets the
 ``millpond.kafka`` logger instead: its lines then carry the process's logging format and
-level, and a caller can silence or redirect them like any other Python log.
+level, and a caller can silence or redirect them like any other Python log. Each line names
+the client it comes from (``rdkafka#producer-3 GETPID: ...``; the client's ``client.id``
+replaces ``rdkafka`` when set), and librdkafka's warnings about a coordinator that is still
+loading (a fresh broker's first seconds; librdkafka retries by itself) are INFO, not WARNING.
 
 confluent-kafka serves these log lines from the client's ``poll()`` (``consume()``,
 ``flush()``), which every millpond client calls.
@@ -12,6 +15,7 @@ confluent-kafka serves these log lines from the client's ``poll()`` (``consume()
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,12 +24,42 @@ from confluent_kafka.admin import AdminClient
 
 KAFKA_LOG = logging.getLogger("millpond.kafka")
 
+# librdkafka's thread tag at the start of a line (``[thrd:main]: ``): which of its internal
+# threads wrote it, of no use to a reader.
+_THREAD_TAG = re.compile(r"^\[thrd:[^\]]*\]: ")
+# Warnings that are a broker's normal start-up, which librdkafka rides out by retrying.
+_TRANSIENT = ("Coordinator load in progress", "Coordinator not available")
+
+
+class LibrdkafkaLog:
+    """The ``logger`` given to librdkafka: each line becomes a ``millpond.kafka`` record
+    ``<client name> <FACILITY>: <text>``.
+
+    confluent-kafka calls ``log(level, "%s [%s] %s", facility, client_name, text)``."""
+
+    def __init__(self, logger: logging.Logger = KAFKA_LOG) -> None:
+        self.logger = logger
+
+    def log(self, level: int, msg: str, *args: Any) -> None:
+        if len(args) != 3:
+            self.logger.log(level, msg, *args)
+            return
+        facility, name, text = args
+        text = _THREAD_TAG.sub("", str(text))
+        if level == logging.WARNING and "retrying" in text and any(
+                t in text for t in _TRANSIENT):
+            level = logging.INFO
+        self.logger.log(level, "%s %s: %s", name, facility, text)
+
+
+LIBRDKAFKA_LOG = LibrdkafkaLog()
+
 
 def with_logger(conf: Mapping[str, Any]) -> dict[str, Any]:
     """``conf`` plus ``logger``: librdkafka's lines go to ``millpond.kafka``, unless the
     caller passed a logger of its own."""
     out = dict(conf)
-    out.setdefault("logger", KAFKA_LOG)
+    out.setdefault("logger", LIBRDKAFKA_LOG)
     return out
 
 

@@ -95,10 +95,16 @@ def _load(config_path: Path, overrides: Sequence[str]) -> Any:
     return Config.load(config_path, overrides)
 
 
-def _run(job: Callable[[], Any]) -> Any:
+def _run(job: Callable[[], Any], progress: str | None = None) -> Any:
     """Run ``job`` (a ``MillpondError`` it raises becomes one line and exit code 2 at the
-    group's boundary)."""
-    return job()
+    group's boundary); with ``progress``, its Spark tasks are shown as that
+    (millpond.spark.progress)."""
+    if progress is None:
+        return job()
+    from millpond.spark.progress import spark_progress
+
+    with spark_progress(progress):
+        return job()
 
 
 def _emit(doc: dict[str, Any], report: Path | None) -> None:
@@ -113,6 +119,9 @@ def spark() -> None:
     """Rebuild, audit and snapshot store state from changelogs with PySpark."""
     logging.basicConfig(level=logging.INFO,  # no-op if the application configured logging
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # py4j's INFO lines are about its own connections ("Closing down clientserver connection").
+    if logging.getLogger("py4j").level == logging.NOTSET:
+        logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
 @spark.command("rebuild")
@@ -137,7 +146,7 @@ def rebuild_cmd(args: JobArgs, out: str | None, at_checkpoint: bool, rocksdb_dir
     result = _run(lambda: rebuild(
         args.config, args.store, out, at_checkpoint=at_checkpoint, rocksdb_dirs=dirs,
         settings=args.settings, spark_options=args.kafka_options,
-    ))
+    ), progress=f"spark rebuild {args.store}")
     _emit(result.to_dict(), report)
 
 
@@ -163,7 +172,7 @@ def audit_cmd(args: JobArgs, state: Path | None, at_checkpoint: bool, at_local_o
         args.config, args.store, state, at_checkpoint=at_checkpoint,
         at_local_offsets=at_local_offsets, sample=sample, settings=args.settings,
         spark_options=args.kafka_options,
-    ))
+    ), progress=f"spark audit {args.store}")
     _emit(result.to_dict(), report)
     if not result.ok:
         sys.exit(1)
@@ -232,7 +241,7 @@ def bootstrap_cmd(args: JobArgs, source: str, fmt: str, key: str, values: tuple[
         args.config, args.store, source, fmt, key, values, unique=unique, replace=replace,
         rocksdb_dirs=dirs, settings=args.settings, spark_options=args.kafka_options,
         source_options=options,
-    ))
+    ), progress=f"spark bootstrap {args.store}")
     _emit(result.to_dict(), report)
 
 
@@ -251,7 +260,8 @@ def rescale_cmd(args: JobArgs, partitions: int, key_fn: str | None,
     from millpond.spark.rescale import rescale
 
     result = _run(lambda: rescale(args.config, partitions, key_fn, settings=args.settings,
-                                  spark_options=args.kafka_options))
+                                  spark_options=args.kafka_options),
+                  progress="spark rescale")
     _emit(result.to_dict(), report)
 
 

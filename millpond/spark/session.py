@@ -17,10 +17,12 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import logging
 import os
 import re
 import shutil
 import sys
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
@@ -33,6 +35,8 @@ from millpond.spark.errors import SparkUnavailableError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
 
 GROUP = "org.apache.spark"
 CONNECTOR = "spark-sql-kafka-0-10_2.13"
@@ -253,6 +257,8 @@ def require_java() -> None:
 
 QUIET_CONF = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
               "spark.sql.session.timeZone": "UTC"}
+# The driver JVM's log4j2 config: warnings and errors, without start-up notices.
+LOG4J2_CONFIG = Path(__file__).with_name("log4j2.properties")
 
 
 def submitted() -> bool:
@@ -279,6 +285,13 @@ def session_conf(settings: SparkSettings) -> dict[str, str]:
     }
     conf.update(connector_conf())
     conf.update(settings.conf)
+    # Before the caller's own options: a -Dlog4j2.configurationFile of theirs comes later
+    # on the JVM's command line and wins.
+    log4j = f"-Dlog4j2.configurationFile={LOG4J2_CONFIG}"
+    if any(c.isspace() for c in log4j):
+        log4j = f'"{log4j}"'
+    java_opts = conf.get("spark.driver.extraJavaOptions", "")
+    conf["spark.driver.extraJavaOptions"] = f"{log4j} {java_opts}".strip()
     return conf
 
 
@@ -322,7 +335,13 @@ def get_spark(settings: SparkSettings | None = None) -> SparkSession:
         conf = session_conf(settings)
     for key, value in conf.items():
         builder = builder.config(key, value)
+    began = time.monotonic()
     try:
+        if not submitted():
+            from millpond.spark.console import launch_jvm
+
+            # The JVM's console off stdout and without start-up noise (millpond.spark.console).
+            launch_jvm({"spark.master": master, "spark.app.name": settings.app_name, **conf})
         spark = builder.getOrCreate()
     except Exception as exc:
         if "JAVA_GATEWAY_EXITED" in str(exc) or "Java gateway" in str(exc):
@@ -333,6 +352,8 @@ def get_spark(settings: SparkSettings | None = None) -> SparkSession:
             ) from exc
         raise
     spark.sparkContext.setLogLevel("WARN")
+    log.info("Spark %s on %s ready in %.1f s (its log: warnings and errors)", spark.version,
+             spark.sparkContext.master, time.monotonic() - began)
     if "spark.jars.packages" in conf and "spark.jars.packages" not in settings.conf:
         try:
             remember_jars(spark, spark_version(), cache_root())

@@ -315,7 +315,7 @@ def test_restore_one_store_then_one_partition(
 
 
 def _run_on_a_tty(args: list[str], timeout: float = 120) -> tuple[int, str, str]:
-    """Run ``millpond <args>`` with stderr on a pseudo-terminal (as in a shell, where click
+    """Run ``millpond <args>`` with stderr on a pseudo-terminal (as in a shell, where restore
     draws its progress bars); returns (exit code, stdout, terminal output)."""
     master, slave = pty.openpty()
     proc = subprocess.Popen([MILLPOND, *args], cwd=REPO, stdout=subprocess.PIPE,
@@ -367,6 +367,7 @@ def test_restore_full_replays_every_record_with_progress_and_rates(
         assert int(size) == changelog[p]["bytes"]
         assert float(seconds) >= 0 and float(rate) > 0 and float(mb_rate) >= 0
         # One progress bar per store partition, labelled with it, drawn to the end.
-        label = f"{store} {job.changelog}[{p}]"
-        assert re.search(re.escape(label) + r"\s+\[#+\]\s+100%", terminal), terminal
+        label = f"restore {store} p{p}: 100%|"
+        count = f"{int(records):,}"
+        assert re.search(re.escape(label) + rf"█+\| {count}/{count} records", terminal), terminal
     assert dump_store(job.conf, "counts") == before

@@ -3,11 +3,14 @@
 The demo runs as ``make demo`` runs it (``python -m examples.demo``) with four options:
 ``--bootstrap`` (the test's broker), ``--state-dir`` (a tmp dir), ``--no-spark-audit``
 (Spark's start-up alone would take most of a minute; ``millpond spark audit`` has tests of its
-own under tests/spark) and ``--metrics-port 0`` (the jobs serve Prometheus metrics).
+own under tests/spark) and ``--metrics-port 0`` (the jobs serve Prometheus metrics). Its
+output is checked for what a new user should not meet: raw librdkafka lines, Spark WARN
+lines, progress lines that do not say what they count.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -40,6 +43,45 @@ def run_demo(bootstrap: str, state: Path, timeout: float = 180) -> tuple[int, st
     return proc.returncode, out
 
 
+def assert_readable(out: str) -> None:
+    """What a new user reads: no raw librdkafka line, no Spark WARN, and restore progress
+    that says what it counts, per store partition."""
+    lines = out.splitlines()
+    # librdkafka's own form (%4|1700000000.123|GETPID|rdkafka#producer-1| ...) or confluent-
+    # kafka's arguments printed bare (GETPID [rdkafka#producer-1] [thrd:main]: ...); a client's
+    # line must come as a labelled millpond.kafka record.
+    raw = [line for line in lines if re.match(r"\s*%\d\|", line)
+           or (re.search(r"#(producer|consumer)-\d+", line) and "millpond.kafka: " not in line)]
+    assert raw == [], out[-6000:]
+    assert [line for line in lines if re.search(r"\bWARN\b", line)] == [], out[-6000:]
+    for store in ("hourly-counts", "event-time"):
+        for p in range(4):
+            assert re.search(rf"^restore {store} p{p}: ([\d,]+)/\1 records, done in [\d.]+ s$",
+                             out, re.M), out[-6000:]
+    # not click's bare labels of before ("hourly-counts demo-...-changelog[2]")
+    assert not re.search(r"^\S+ \S+-changelog\[\d+\]$", out, re.M), out[-6000:]
+
+
+def test_the_audit_line_comes_from_the_audit_report_alone() -> None:
+    """The demo's audit line is read from `millpond spark audit`'s JSON on stdout; anything
+    else there (Ivy's ':: loading settings ::' once made it 'spark audit ok: }') fails."""
+    from examples.demo import DemoFailed, audit_summary
+
+    report = {"store": "hourly-counts", "ok": True, "seconds": 10.5,
+              "totals": {"matching": 68, "missing": 0, "extra": 0, "differing": 0},
+              "partitions": {}, "samples": []}
+    text = json.dumps(report, indent=2) + "\n"
+    assert audit_summary(0, text) == ("68 keys match the changelog (0 missing, 0 extra, "
+                                      "0 differing)")
+    with pytest.raises(DemoFailed, match="no JSON report"):
+        audit_summary(0, ":: loading settings :: file = /x/ivysettings.xml\n" + text)
+    diverged = {**report, "ok": False, "totals": {**report["totals"], "differing": 2}}
+    with pytest.raises(DemoFailed, match=r"differ: 68 keys match .* 2 differing"):
+        audit_summary(1, json.dumps(diverged))
+    with pytest.raises(DemoFailed, match="exited 2"):
+        audit_summary(2, "", "Error: no store 'x'")
+
+
 def topics_of(bootstrap: str, run_id: str) -> list[str]:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     return sorted(t for t in admin.list_topics(timeout=30).topics if run_id in t)
@@ -60,6 +102,7 @@ def test_demo_passes_against_the_test_broker(kafka_bootstrap: str, tmp_path: Pat
     users = re.search(r"demo: PASS (\d+)/(\d+) users and (\d+) hourly counts match", verdict)
     assert users is not None and users[1] == users[2] and int(users[1]) > 0, verdict
     assert "spark audit skipped (--no-spark-audit)" in verdict
+    assert_readable(out)
     # --metrics-port turned the Prometheus reporter on in both job runs (port 0: a free one).
     assert len(re.findall(r"metrics: Prometheus metrics at http://127\.0\.0\.1:[1-9]\d*/metrics",
                           out)) == 2, out[-6000:]

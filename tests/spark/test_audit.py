@@ -33,7 +33,7 @@ def test_audit_passes_then_reports_exactly_the_key_changed_behind_its_back(
 
     clean = runner.invoke(spark_cli, args)
     assert clean.exit_code == 0, clean.output
-    report = json.loads(clean.output)
+    report = json.loads(clean.stdout)  # the JSON report alone; progress is on stderr
     assert report["ok"] is True
     assert report["totals"] == {"matching": len(expected), "missing": 0, "extra": 0,
                                 "differing": 0}
@@ -45,7 +45,7 @@ def test_audit_passes_then_reports_exactly_the_key_changed_behind_its_back(
 
     dirty = runner.invoke(spark_cli, args)
     assert dirty.exit_code == 1, dirty.output
-    report = json.loads(dirty.output)
+    report = json.loads(dirty.stdout)
     assert report["ok"] is False
     assert report["totals"] == {"matching": len(expected) - 1, "missing": 0, "extra": 0,
                                 "differing": 1}

@@ -8,6 +8,7 @@ task adopts; audit compares the changelog's state with "a `millpond store dump -
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -77,9 +78,21 @@ def test_rebuild_and_audit_of_a_raw_dump_from_the_command_line(
     assert dump.returncode == 0, dump.stderr
     state = tmp_path / "dump.jsonl"
     state.write_text(dump.stdout)
+    # -XX:+PrintFlagsFinal: the JVM prints ~800 lines to its stdout (as Ivy does on a first
+    # run); the command's stdout is still its JSON alone, the JVM's lines go to stderr.
     audited = millpond("spark", "audit", "--config", str(conf), "--store", "counts",
-                       "--state", str(state), *SPARK_ARGS, timeout=SPARK_TIMEOUT)
+                       "--state", str(state), *SPARK_ARGS, "--spark-conf",
+                       f"spark.driver.extraJavaOptions={FAST_JVM} -XX:+PrintFlagsFinal",
+                       timeout=SPARK_TIMEOUT)
     assert audited.returncode == 0, audited.stdout + audited.stderr[-3000:]
+    assert "PrintFlagsFinal" not in audited.stdout and "PrintFlagsFinal" in audited.stderr
+    # Spark's start-up notices are gone; its progress is one labelled line (not a terminal).
+    noise = [line for line in audited.stderr.splitlines() if re.search(
+        r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d WARN |Using incubator modules|"
+        r"default log4j profile|sc\.setLogLevel|clientserver", line)]
+    assert noise == [], audited.stderr[-3000:]
+    assert re.search(r"^spark audit counts: (\d+)/\1 tasks, done in [\d.]+ s$",
+                     audited.stderr, re.M), audited.stderr[-3000:]
     result = json.loads(audited.stdout)
     assert result["ok"] is True and result["state"] == str(state)
     assert result["totals"] == {"matching": len(expected), "missing": 0, "extra": 0,

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import socket
 import subprocess
 import sys
 import textwrap
+
+import pytest
 
 from tests.kafka_util import REPO
 
@@ -47,3 +50,31 @@ def test_librdkafka_lines_go_to_the_millpond_kafka_logger() -> None:
     assert any("rdkafka#producer" in r for r in records), out.stdout
     raw = [line for line in out.stderr.splitlines() if line.startswith("%")]
     assert raw == [], out.stderr
+
+
+def test_each_librdkafka_line_names_its_client_and_a_loading_coordinator_is_info(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """confluent-kafka calls the logger with ``("%s [%s] %s", facility, client, text)``: the
+    record names the client first, without librdkafka's thread tag; a coordinator that is
+    still loading (a fresh broker, retried by librdkafka) is INFO, other warnings stay."""
+    from millpond.kafka.clients import LIBRDKAFKA_LOG
+
+    caplog.set_level(logging.DEBUG, logger="millpond.kafka")
+    LIBRDKAFKA_LOG.log(logging.WARNING, "%s [%s] %s", "GETPID", "rdkafka#producer-3",
+                       "[thrd:main]: Failed to acquire idempotence PID from broker "
+                       "127.0.0.1:9092/1: Broker: Coordinator load in progress: retrying")
+    LIBRDKAFKA_LOG.log(logging.ERROR, "%s [%s] %s", "FAIL", "rdkafka#consumer-1",
+                       "[thrd:127.0.0.1:1/bootstrap]: 127.0.0.1:1/bootstrap: Connect to "
+                       "ipv4#127.0.0.1:1 failed: Connection refused")
+    LIBRDKAFKA_LOG.log(logging.WARNING, "%s [%s] %s", "SESSTMOUT", "job-1#consumer-2",
+                       "[thrd:main]: Consumer group session timed out")
+    assert [(r.name, r.levelno, r.getMessage()) for r in caplog.records] == [
+        ("millpond.kafka", logging.INFO, "rdkafka#producer-3 GETPID: Failed to acquire "
+         "idempotence PID from broker 127.0.0.1:9092/1: Broker: Coordinator load in progress: "
+         "retrying"),
+        ("millpond.kafka", logging.ERROR, "rdkafka#consumer-1 FAIL: 127.0.0.1:1/bootstrap: "
+         "Connect to ipv4#127.0.0.1:1 failed: Connection refused"),
+        ("millpond.kafka", logging.WARNING, "job-1#consumer-2 SESSTMOUT: Consumer group "
+         "session timed out"),
+    ]
