@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -340,30 +342,47 @@ def store_range(config_path: Path, overrides: tuple[str, ...], store_name: str, 
                               start=start, end=end))
 
 
-def _server_commands(group: click.Group, what: str, prints: str, timeout: float) -> None:
-    """Add ``start``, ``stop`` and ``status`` to a dev server's group (its ``ctx.obj`` is a
-    :class:`millpond.dev.DevServer`)."""
+ServerOptions = tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...]
+
+
+def _server_commands(group: click.Group, what: str, prints: str, timeout: float,
+                     options: ServerOptions = ()) -> None:
+    """Add ``start``, ``stop`` and ``status`` to a dev server's group. Its ``ctx.obj`` makes
+    the :class:`millpond.dev.DevServer`, given the values of ``options`` (click options
+    each of the three commands takes, e.g. ``--secure``)."""
+
+    def with_options(command: Callable[..., Any]) -> Callable[..., Any]:
+        for option in reversed(options):
+            command = option(command)
+        return command
 
     @group.command("start")
     @click.option("--timeout", type=float, default=timeout, show_default=True,
                   help=f"Seconds to wait for the {what} to be ready.")
+    @with_options
     @click.pass_obj
-    def start(server: DevServer, timeout: float) -> None:
-        click.echo(server.start(timeout=timeout, echo=lambda m: click.echo(m, err=True)))
+    def start(make: Callable[..., DevServer], timeout: float, **flags: Any) -> None:
+        from millpond.dev import SecuredServer
+
+        server = make(**flags)
+        address = server.start(timeout=timeout, echo=lambda m: click.echo(m, err=True))
+        click.echo(server.connection_help() if isinstance(server, SecuredServer) else address)
 
     start.help = f"Start the {what} (reusing a running one) and {prints}."
 
     @group.command("stop")
+    @with_options
     @click.pass_obj
-    def stop(server: DevServer) -> None:
-        click.echo("stopped" if server.stop() else "not running")
+    def stop(make: Callable[..., DevServer], **flags: Any) -> None:
+        click.echo("stopped" if make(**flags).stop() else "not running")
 
     stop.help = f"Stop the {what} if it runs."
 
     @group.command("status")
+    @with_options
     @click.pass_obj
-    def status(server: DevServer) -> None:
-        running, line = server.status_line()
+    def status(make: Callable[..., DevServer], **flags: Any) -> None:
+        running, line = make(**flags).status_line()
         click.echo(line)
         if not running:
             sys.exit(1)
@@ -382,19 +401,34 @@ def dev() -> None:
     "--data-dir",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="Broker data directory (default: ~/.cache/millpond/kafka-<version>/data).",
+    help="Broker data directory (default: ~/.cache/millpond/kafka-<version>/data, "
+         "secure-data with --secure).",
 )
-@click.option("--port", type=int, default=None, help="Client port on 127.0.0.1 (default 9092).")
+@click.option("--port", type=int, default=None,
+              help="Client port on 127.0.0.1 (default 9092, 9094 with --secure); the "
+                   "controller's is the next one.")
 @click.pass_context
 def kafka(ctx: click.Context, data_dir: Path | None, port: int | None) -> None:
-    """A single-node Apache Kafka 4.x broker (KRaft) from Maven Central jars."""
+    """A single-node Apache Kafka 4.x broker (KRaft) from Maven Central jars: plaintext, or
+    with --secure SASL_SSL with SCRAM users and ACLs enforced."""
+    ctx.obj = functools.partial(_kafka_broker, data_dir, port)
+
+
+def _kafka_broker(data_dir: Path | None, port: int | None, secure: bool) -> DevServer:
     from millpond.dev.kafka import LocalKafka
+    from millpond.dev.secure_kafka import SecureLocalKafka
 
-    controller = port + 1 if port else None
-    ctx.obj = LocalKafka(data_dir=data_dir, port=port, controller_port=controller)
+    kind = SecureLocalKafka if secure else LocalKafka
+    return kind(data_dir=data_dir, port=port, controller_port=port + 1 if port else None)
 
 
-_server_commands(kafka, "broker", "print its bootstrap address", 90.0)
+_SECURE = click.option(
+    "--secure", is_flag=True,
+    help="The secured broker (SASL_SSL with SCRAM users, a dev CA, ACLs enforced), on its "
+         "own port and data dir.")
+_server_commands(kafka, "broker", "print its bootstrap address (with --secure: the client "
+                 "settings as properties lines, and the 0600 file with the admin's "
+                 "credentials)", 90.0, options=(_SECURE,))
 
 
 @dev.group("s3")
@@ -406,7 +440,7 @@ def s3_dev(ctx: click.Context, data_dir: Path | None, port: int | None) -> None:
     """An S3 API server (S3Proxy from Maven Central, filesystem backend) on 127.0.0.1."""
     from millpond.dev.s3 import LocalS3
 
-    ctx.obj = LocalS3(data_dir=data_dir, port=port)
+    ctx.obj = functools.partial(LocalS3, data_dir=data_dir, port=port)
 
 
 _server_commands(s3_dev, "server", "print its endpoint", 60.0)
@@ -426,8 +460,8 @@ def spark_dev(ctx: click.Context, data_dir: Path | None, workers: int, worker_me
     the pyspark package ships, on 127.0.0.1."""
     from millpond.dev.spark import LocalSparkCluster
 
-    ctx.obj = LocalSparkCluster(data_dir=data_dir, workers=workers, port=port,
-                                worker_memory=worker_memory)
+    ctx.obj = functools.partial(LocalSparkCluster, data_dir=data_dir, workers=workers,
+                                port=port, worker_memory=worker_memory)
 
 
 _server_commands(spark_dev, "cluster", "print its master URL", 120.0)

@@ -4,6 +4,9 @@ The broker is chosen in this order: ``MILLPOND_TEST_BOOTSTRAP`` (an existing bro
 a testcontainers Kafka when a Docker engine answers, else a private local broker run
 from Maven Central jars (``millpond.dev.kafka``). With ``CI=true`` a missing broker
 fails the tests that need it; elsewhere they skip with the reason.
+
+``secure_kafka`` is a second, secured broker (SASL_SSL, SCRAM users, ACLs enforced), always a
+private local one (``millpond.dev.secure_kafka``), started on first use.
 """
 
 from __future__ import annotations
@@ -14,8 +17,11 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+BROKER_FIXTURES = ("kafka_broker", "secure_kafka")
 
 # CI=true (GitHub Actions, .ci/run), CI=1 and CI=yes all count as CI.
 IN_CI = os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
@@ -30,7 +36,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Refuse a test that uses the broker without the ``kafka`` mark, so
     ``-m "not kafka"`` (make test-fast) really runs without Kafka."""
     unmarked = [item.nodeid for item in items
-                if "kafka_broker" in getattr(item, "fixturenames", ())
+                if set(BROKER_FIXTURES) & set(getattr(item, "fixturenames", ()))
                 and item.get_closest_marker("kafka") is None]
     if unmarked:
         raise pytest.UsageError("tests that use the broker need @pytest.mark.kafka: "
@@ -104,6 +110,57 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
 def kafka_bootstrap(kafka_broker: Broker) -> str:
     """``bootstrap.servers`` of the session's real broker."""
     return kafka_broker.bootstrap
+
+
+@dataclass
+class SecureKafka:
+    """The session's secured broker: where it is, the admin's client settings, and its
+    users and ACLs (changes return once the broker enforces them)."""
+
+    bootstrap: str
+    ca: Path
+    admin_config: dict[str, str]
+    local: Any  # millpond.dev.secure_kafka.SecureLocalKafka
+    security: Any  # millpond.dev.kafka_security.SecurityAdmin
+
+    def user_config(self, name: str, password: str,
+                    mechanism: str = "SCRAM-SHA-512") -> dict[str, str]:
+        """librdkafka settings for user ``name`` (SASL_SSL with the dev CA)."""
+        return dict(self.local.user_config(name, password, mechanism))
+
+    def add_user(self, name: str, password: str, mechanism: str = "SCRAM-SHA-512") -> None:
+        self.security.add_user(name, password, mechanism)
+
+    def grant(self, principal: str, resource_type: str, name: str, pattern_type: str,
+              operation: str) -> None:
+        self.security.grant(principal, resource_type, name, pattern_type, operation)
+
+    def revoke(self, principal: str, resource_type: str, name: str, pattern_type: str,
+               operation: str) -> None:
+        self.security.revoke(principal, resource_type, name, pattern_type, operation)
+
+
+@pytest.fixture(scope="session")
+def secure_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureKafka]:
+    """A private secured Kafka broker (SASL_SSL, SCRAM, ACLs) for the whole session."""
+    from millpond.dev.errors import DevError
+    from millpond.dev.kafka import free_port
+    from millpond.dev.kafka_security import SecurityAdmin
+    from millpond.dev.secure_kafka import SecureLocalKafka
+
+    broker = SecureLocalKafka(data_dir=tmp_path_factory.mktemp("secure-kafka"),
+                              port=free_port(), controller_port=free_port())
+    try:
+        broker.start(timeout=120)
+    except DevError as exc:
+        broker.stop()
+        unavailable(f"no secured Kafka broker could be started: {exc}")
+    try:
+        conf = broker.client_config()
+        yield SecureKafka(broker.bootstrap, broker.ca_file, conf, broker,
+                          SecurityAdmin({**conf, "log_level": 3}))
+    finally:
+        broker.stop()
 
 
 @pytest.fixture

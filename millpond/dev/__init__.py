@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 
 class DevServer(Protocol):
@@ -20,4 +20,14 @@ class DevServer(Protocol):
 
     def status_line(self) -> tuple[bool, str]:
         """Whether it runs, and one line saying where."""
+        ...
+
+
+@runtime_checkable
+class SecuredServer(Protocol):
+    """A dev server whose clients need settings besides its address (the secured broker)."""
+
+    def connection_help(self) -> str:
+        """The client settings, as lines to paste into a job's properties (secrets left in
+        the files the lines name)."""
         ...

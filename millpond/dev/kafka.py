@@ -25,6 +25,7 @@ from pathlib import Path
 
 from millpond.dev.errors import BrokerStartError, ToolMissingError
 from millpond.dev.maven import COMPLETE_MARKER, fetch_jars
+from millpond.dev.tls import write_private
 
 KAFKA_VERSION = "4.1.1"
 DEFAULT_PORT = 9092
@@ -115,6 +116,11 @@ def provision(version: str = KAFKA_VERSION, echo: Echo = _quiet) -> Path:
                       home, "kafka_2.13-*.jar", echo)
 
 
+def _argfile_quote(arg: str) -> str:
+    """One argument for a ``java @argfile`` (double-quoted; backslash escapes inside)."""
+    return '"' + arg.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 @dataclass
 class BrokerStatus:
     """What ``status()`` reports about a local broker."""
@@ -154,7 +160,15 @@ class LocalKafka:
 
     ``start()`` is idempotent: a broker already running for the same data dir is
     reused. Ports are remembered in the data dir so a restart keeps its address.
+
+    This one is plaintext; :class:`millpond.dev.secure_kafka.SecureLocalKafka` changes the
+    listeners (:meth:`listener_properties`), what clients need to connect
+    (:meth:`client_config`) and the users made at format (:meth:`format_args`).
     """
+
+    default_port = DEFAULT_PORT
+    default_controller_port = DEFAULT_CONTROLLER_PORT
+    data_dir_name = "data"
 
     def __init__(
         self,
@@ -166,10 +180,11 @@ class LocalKafka:
         extra_config: dict[str, str] | None = None,
     ) -> None:
         self.version = version
-        self.data_dir = (data_dir or cache_root() / f"kafka-{version}" / "data").resolve()
+        self.data_dir = (data_dir or cache_root() / f"kafka-{version}" / self.data_dir_name).resolve()
         saved = self._read_state()
-        self.port = port or saved.get("port") or DEFAULT_PORT
-        self.controller_port = controller_port or saved.get("controller_port") or DEFAULT_CONTROLLER_PORT
+        self.port = port or saved.get("port") or self.default_port
+        self.controller_port = (controller_port or saved.get("controller_port")
+                                or self.default_controller_port)
         self.heap = heap
         self.extra_config = dict(extra_config or {})
         self._proc: subprocess.Popen[bytes] | None = None
@@ -198,17 +213,31 @@ class LocalKafka:
         state = {"pid": pid, "port": self.port, "controller_port": self.controller_port}
         self._state_path().write_text(json.dumps(state))
 
+    def client_config(self) -> dict[str, str]:
+        """The librdkafka settings a client needs to reach this broker (with admin rights)."""
+        return {"bootstrap.servers": self.bootstrap}
+
+    def listener_properties(self) -> dict[str, str]:
+        """The listeners: a plaintext one for clients and the broker itself, the controller's."""
+        return {
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        }
+
+    def format_args(self) -> list[str]:
+        """Arguments added to ``kafka-storage format`` (none here; SCRAM users when secured)."""
+        return []
+
     def server_properties(self) -> dict[str, str]:
         """The broker configuration: KRaft combined mode, settings suited to tests."""
         props = {
             "process.roles": "broker,controller",
             "node.id": "1",
             "controller.quorum.bootstrap.servers": f"127.0.0.1:{self.controller_port}",
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
-            "controller.listener.names": "CONTROLLER",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            **self.listener_properties(),
             "log.dirs": str(self.data_dir / "kraft-logs"),
             "num.partitions": "1",
             "auto.create.topics.enable": "false",
@@ -266,7 +295,8 @@ class LocalKafka:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         (self.data_dir / "logs").mkdir(exist_ok=True)
         conf = self.data_dir / "server.properties"
-        conf.write_text("".join(f"{k}={v}\n" for k, v in self.server_properties().items()))
+        # 0600: a secured broker's file holds its users' passwords (JAAS settings).
+        write_private(conf, "".join(f"{k}={v}\n" for k, v in self.server_properties().items()))
         if not (self.data_dir / "kraft-logs" / "meta.properties").exists():
             self._format(libs, conf)
         out = open(self.data_dir / "logs" / "broker.out", "ab")  # noqa: SIM115 - owned by the child
@@ -288,12 +318,20 @@ class LocalKafka:
         return self.bootstrap
 
     def _format(self, libs: Path, conf: Path) -> None:
-        """Format a new data dir once; a formatted one keeps its cluster id across restarts."""
-        fmt = subprocess.run(
-            self._java_cmd(libs, "kafka.tools.StorageTool", "format", "-t", _kafka_uuid(),
-                           "-c", str(conf), "--standalone"),
-            capture_output=True, text=True, check=False,
-        )
+        """Format a new data dir once; a formatted one keeps its cluster id across restarts.
+
+        The tool's class and arguments go to the JVM in an argument file (``java @file``,
+        mode 0600, removed after): ``--add-scram`` carries passwords, which must never be on
+        a command line that ``ps`` shows."""
+        args = ["kafka.tools.StorageTool", "format", "-t", _kafka_uuid(), "-c", str(conf),
+                "--standalone", *self.format_args()]
+        argfile = self.data_dir / "format.args"
+        write_private(argfile, "".join(_argfile_quote(a) + "\n" for a in args))
+        try:
+            fmt = subprocess.run(self._java_cmd(libs, f"@{argfile}"),
+                                 capture_output=True, text=True, check=False)
+        finally:
+            argfile.unlink(missing_ok=True)
         if fmt.returncode != 0:
             raise BrokerStartError(f"kafka-storage format failed:\n{(fmt.stdout + fmt.stderr)[-2000:]}")
 
@@ -302,7 +340,7 @@ class LocalKafka:
         from millpond.kafka import clients
 
         deadline = time.monotonic() + timeout
-        admin = clients.admin({"bootstrap.servers": self.bootstrap, "log_level": 0})
+        admin = clients.admin({**self.client_config(), "log_level": 0})
         last_error: Exception | None = None
         while time.monotonic() < deadline:
             pid = self._read_state().get("pid")

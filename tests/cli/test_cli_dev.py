@@ -157,3 +157,50 @@ def test_kafka_cluster_ids_never_start_with_a_dash(monkeypatch: pytest.MonkeyPat
     assert kafka._kafka_uuid() == base64.urlsafe_b64encode(uuid.UUID(int=7).bytes).decode().rstrip("=")
     monkeypatch.undo()
     assert all(not kafka._kafka_uuid().startswith("-") for _ in range(2000))
+
+
+@pytest.mark.kafka
+def test_dev_kafka_secure_start_status_stop(tmp_path: Path) -> None:
+    """`start --secure` prints the client settings (no password), the admin's settings file
+    is 0600 and logs the admin in, no secret is on the broker's command line, and
+    status/stop --secure find it by its data dir."""
+    from confluent_kafka.admin import AdminClient
+
+    from millpond.dev.kafka import _pid_alive
+    from millpond.dev.secure_kafka import SecureLocalKafka
+
+    _java_and_jars_or_unavailable()
+    port, data = _free_port_pair(), tmp_path / "secure"
+    bootstrap = f"127.0.0.1:{port}"
+    cli = ["dev", "kafka", "--data-dir", str(data), "--port", str(port)]
+    try:
+        started = run(*cli, "start", "--secure", "--timeout", "120", timeout=180)
+        assert started.returncode == 0, started.stdout + started.stderr
+        admin_file, ca = data.resolve() / "admin.properties", data.resolve() / "tls" / "ca.pem"
+        lines = started.stdout.splitlines()
+        assert f"systems.kafka.bootstrap.servers={bootstrap}" in lines
+        assert "systems.kafka.consumer.security.protocol=SASL_SSL" in lines
+        assert f"systems.kafka.producer.ssl.ca.location={ca}" in lines
+        assert any(str(admin_file) in line and "0600" in line for line in lines), lines
+
+        conf = dict(line.split("=", 1) for line in admin_file.read_text().splitlines())
+        password = conf["sasl.password"]
+        assert password not in started.stdout + started.stderr
+        for private in (admin_file, data / "server.properties", data / "secrets.json",
+                        data / "tls" / "broker.pem"):
+            assert private.stat().st_mode & 0o777 == 0o600, private
+        assert AdminClient(conf).list_topics(timeout=30).brokers
+
+        status = run(*cli, "status", "--secure")
+        assert status.returncode == 0, status.stdout + status.stderr
+        match = re.match(r"running pid=(\d+) bootstrap=(\S+) ", status.stdout)
+        assert match and match.group(2) == bootstrap, status.stdout
+        pid = int(match.group(1))
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+        assert password not in cmdline and "password" not in cmdline
+
+        assert run(*cli, "stop", "--secure").stdout.strip() == "stopped"
+        assert not _pid_alive(pid)
+        assert run(*cli, "status", "--secure").returncode == 1
+    finally:
+        SecureLocalKafka(data_dir=data, port=port).stop()
