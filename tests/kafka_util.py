@@ -29,9 +29,11 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1, **config: str) 
     admin.create_topics([NewTopic(name, partitions, 1, config=config)])[name].result(timeout=30)
 
 
-def produce_users(bootstrap: str, topic: str, n: int, users: int, partitions: int) -> Counter[str]:
-    """Produce ``n`` JSON page views over ``users`` users, keyed (and so partitioned) by user."""
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+def produce_users(bootstrap: str, topic: str, n: int, users: int, partitions: int,
+                  conf: dict[str, Any] | None = None) -> Counter[str]:
+    """Produce ``n`` JSON page views over ``users`` users, keyed (and so partitioned) by user
+    (``conf``: more client settings, e.g. a secured broker's)."""
+    producer = Producer({**(conf or {}), "bootstrap.servers": bootstrap, "linger.ms": 20})
     expected: Counter[str] = Counter()
     for i in range(n):
         user = f"user-{(i * 7919) % users}"

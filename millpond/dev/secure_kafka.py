@@ -128,14 +128,12 @@ class SecureLocalKafka(LocalKafka):
         lines = [
             f"# Secured Kafka (SASL_SSL, ACLs on) on {self.bootstrap}; CA {self.ca_file}",
             f"# admin credentials (mode 0600): {self.admin_properties}",
-            "# librdkafka settings for a job's systems.kafka.consumer.* and .producer.*:",
+            "# a job's settings (every client millpond makes gets them):",
             f"systems.kafka.bootstrap.servers={self.bootstrap}",
         ]
-        for role in ("consumer", "producer"):
-            lines += [f"systems.kafka.{role}.{k}={v}" for k, v in conf.items()
-                      if k not in ("bootstrap.servers", "sasl.password")]
-            lines.append(f"systems.kafka.{role}.sasl.password=<sasl.password in "
-                         f"{self.admin_properties}>")
+        lines += [f"systems.kafka.{k}={v}" for k, v in conf.items()
+                  if k not in ("bootstrap.servers", "sasl.password")]
+        lines.append(f"systems.kafka.sasl.password=<sasl.password in {self.admin_properties}>")
         return "\n".join(lines)
 
     # -- the broker's side --------------------------------------------------------------------
