@@ -16,8 +16,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.conftest import SecureKafka
 from tests.kafka_util import (
-    REPO,
     MILLPOND,
+    REPO,
     counting_job,
     dump_store,
     produce_users,
