@@ -265,7 +265,7 @@ def topics_create(config_path: Path, overrides: tuple[str, ...], partitions: int
     """Create the job's input topics (task.inputs) and each --output, if missing.
 
     Idempotent: an existing topic is left alone and reported (with a warning if its
-    partition count differs). Exits 0 when every topic exists afterwards, 1 if one
+    partition count differs). Exits 0 when every topic exists afterwards, 2 if one
     could not be created.
     """
     from millpond.ops import topics as job_topics
@@ -274,6 +274,48 @@ def topics_create(config_path: Path, overrides: tuple[str, ...], partitions: int
     names = job_topics.job_topics(job.config, list(outputs))
     for r in job_topics.create_topics(job.admin, names, partitions, replication_factor):
         click.echo(r.describe(), err=r.mismatch)
+
+
+@main.command()
+@config_option
+@override_option
+@click.option("--principal", default="User:<principal>", show_default=True,
+              help="The principal to grant to, e.g. User:alice.")
+@click.option("--role", "roles", multiple=True, type=click.Choice(["job", "cli", "operator"]),
+              help="Only this role (repeatable): the job (millpond run), the read-only "
+                   "commands (status, checkpoint show, changelog describe), the operator's "
+                   "commands that write (restore, checkpoint set, topics create) [default: all].")
+@click.option("--output", "outputs", multiple=True, metavar="TOPIC",
+              help="An output topic the job's task sends to (repeatable; not in the config).")
+@click.option("--format", "fmt", type=click.Choice(["kafka-acls", "json"]), default="kafka-acls",
+              show_default=True, help="kafka-acls.sh command lines, or one JSON object.")
+def acls(config_path: Path, overrides: tuple[str, ...], principal: str, roles: tuple[str, ...],
+         outputs: tuple[str, ...], fmt: str) -> None:
+    """Print the Kafka ACLs the job needs, from its config alone (no broker is asked)."""
+    import json
+
+    from millpond.ops.acls import ROLES, required_acls
+
+    config = _load_config(config_path, overrides)
+    chosen = roles or ROLES
+    found = {role: required_acls(config, role, outputs) for role in chosen}
+    if fmt == "json":
+        click.echo(json.dumps({role: [a.to_json() for a in found[role]] for role in chosen},
+                              indent=2))
+        return
+    bootstrap = config.bootstrap_servers("kafka")
+    for role in chosen:
+        click.echo(f"# {role}: {ROLE_HELP[role]}")
+        for acl in found[role]:
+            click.echo(f"kafka-acls.sh --bootstrap-server {bootstrap} --command-config "
+                       f"admin.properties {acl.kafka_acls(principal)}  # {acl.why}")
+
+
+ROLE_HELP = {
+    "job": "millpond run (and a restart after a crash)",
+    "cli": "millpond status, checkpoint show, changelog describe",
+    "operator": "millpond restore, checkpoint set, topics create",
+}
 
 
 @main.group()

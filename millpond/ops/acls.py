@@ -1,0 +1,124 @@
+"""``millpond acls``: the Kafka ACLs a job needs, derived from its config alone.
+
+Every resource a job touches is named by its config: its inputs and side inputs (read), its
+changelogs and checkpoint topic (read, written in transactions, created and checked), its
+dead-letter topic and outputs (written, created), its consumer groups (the job's group and
+the readers' ``<group>-reader``, ``<group>-side-inputs``) and its tasks' transactional ids
+(``<group>-partition-N``: one prefix). Three roles need different sets: the job itself
+(``millpond run``), the read-only commands (``status``, ``checkpoint show``, ``changelog
+describe``) and the operator's commands that write (``restore``, ``checkpoint set``,
+``topics create``). Output topics are not in the config (a task names them in code): pass
+them as ``--output``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from millpond.changelog.generations import store_topic
+from millpond.config import Config
+
+ROLES = ("job", "cli", "operator")
+
+# Operations by what a topic is to the role (kafka-acls.sh names).
+READ_TOPIC = ("Read", "Describe")
+OWN_TOPIC = ("Read", "Write", "Describe", "Create", "DescribeConfigs")
+WRITE_TOPIC = ("Write", "Describe", "Create")
+INSPECT_TOPIC = ("Read", "Describe", "DescribeConfigs")
+
+
+@dataclass(frozen=True, order=True)
+class Acl:
+    """One allow ACL: ``operation`` on ``resource`` (topic, group, transactional-id)
+    ``name``, matched ``literal``-ly or as a ``prefixed`` name; ``why`` says what needs it."""
+
+    resource: str
+    name: str
+    pattern: str
+    operation: str
+    why: str = ""
+
+    def kafka_acls(self, principal: str) -> str:
+        """The ``kafka-acls.sh`` arguments that add this ACL for ``principal``."""
+        flag = {"topic": "--topic", "group": "--group",
+                "transactional-id": "--transactional-id"}[self.resource]
+        pattern = " --resource-pattern-type prefixed" if self.pattern == "prefixed" else ""
+        return (f"--add --allow-principal {principal} --operation {self.operation} "
+                f"{flag} {self.name}{pattern}")
+
+    def to_json(self) -> dict[str, str]:
+        return {"resource": self.resource, "name": self.name, "pattern": self.pattern,
+                "operation": self.operation, "why": self.why}
+
+
+def _topic(name: str, operations: Iterable[str], why: str,
+           pattern: str = "literal") -> list[Acl]:
+    return [Acl("topic", name, pattern, op, why) for op in operations]
+
+
+def _group(name: str, operations: Iterable[str], why: str) -> list[Acl]:
+    return [Acl("group", name, "literal", op, why) for op in operations]
+
+
+def _changelogs(config: Config, operations: Sequence[str]) -> list[Acl]:
+    """Each logged store's changelog, and its later generations (``<topic>-gen<K>``, written
+    by ``spark rescale``) by prefix."""
+    out: list[Acl] = []
+    for cfg in config.stores.values():
+        if cfg.changelog is None:
+            continue
+        topic = store_topic(config, cfg)
+        out += _topic(topic, operations, f"changelog of store {cfg.name}")
+        out += _topic(f"{topic}-gen", operations,
+                      f"changelog generations of store {cfg.name} (after spark rescale)",
+                      "prefixed")
+    return out
+
+
+def required_acls(config: Config, role: str, outputs: Sequence[str] = ()) -> list[Acl]:
+    """The ACLs ``role`` (``job``, ``cli`` or ``operator``) needs for the job ``config``."""
+    from millpond.job import Job
+
+    job = Job(config)
+    inputs = [ref.topic for ref in config.job.inputs]
+    side = sorted({ref.topic for cfg in config.stores.values() for ref in cfg.side_inputs})
+    out: list[Acl] = []
+    if role == "job":
+        for topic in inputs:
+            out += _topic(topic, READ_TOPIC, "input")
+        for topic in side:
+            out += _topic(topic, READ_TOPIC, "side input")
+        out += _changelogs(config, OWN_TOPIC)
+        out += _topic(job.checkpoint_topic, OWN_TOPIC, "checkpoint topic")
+        if config.job.dlq_stream is not None:
+            out += _topic(config.job.dlq_stream.topic, WRITE_TOPIC, "dead-letter topic")
+        for topic in outputs:
+            out += _topic(topic.removeprefix("kafka."), WRITE_TOPIC, "output")
+        out += _group(job.group_id, ("Read", "Describe"), "the job's consumer group")
+        out += _group(job.reader_group_id, ("Read", "Describe"),
+                      "restore and checkpoint readers (assigned, never joined)")
+        if side:
+            out += _group(f"{job.group_id}-side-inputs", ("Read", "Describe"),
+                          "side-input readers (assigned, never joined)")
+        out += [Acl("transactional-id", f"{job.group_id}-", "prefixed", op,
+                    "one transactional id per task (fencing)") for op in ("Write", "Describe")]
+    elif role == "cli":
+        for topic in inputs:
+            out += _topic(topic, ("Describe",), "input (offsets, lag)")
+        out += _changelogs(config, INSPECT_TOPIC)
+        out += _topic(job.checkpoint_topic, ("Read", "Describe"), "checkpoint topic")
+        out += _group(job.group_id, ("Describe",), "status: who owns each task")
+        out += _group(job.reader_group_id, ("Read", "Describe"), "the commands' readers")
+    elif role == "operator":
+        for topic in inputs:
+            out += _topic(topic, ("Create", "Describe"), "topics create")
+        for topic in outputs:
+            out += _topic(topic.removeprefix("kafka."), ("Create", "Describe"), "topics create")
+        out += _changelogs(config, OWN_TOPIC)
+        out += _topic(job.checkpoint_topic, OWN_TOPIC, "checkpoint set, restore --from-local")
+        out += _group(job.group_id, ("Describe",), "refusing while the job runs")
+        out += _group(job.reader_group_id, ("Read", "Describe"), "the commands' readers")
+    else:
+        raise ValueError(f"role {role!r} is not one of {ROLES}")
+    return list(dict.fromkeys(out))
