@@ -7,11 +7,11 @@ checkpoint topic names, the topic admin, and where each store's changelog is now
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from functools import cached_property
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError
+from confluent_kafka import Consumer
 
 from millpond.changelog.checkpoint import Checkpoint, checkpoint_topic, read_checkpoints
 from millpond.changelog.errors import ChangelogError
@@ -19,6 +19,7 @@ from millpond.changelog.generations import job_topics, resolve
 from millpond.changelog.guarantees import STATE_ISOLATION, Guarantee
 from millpond.config import Config, StoreConfig
 from millpond.kafka.admin import TopicAdmin
+from millpond.kafka.faults import ClientFaults
 from millpond.kafka.reading import restore_consumer
 from millpond.partitioner import librdkafka_setting
 
@@ -26,29 +27,28 @@ from millpond.partitioner import librdkafka_setting
 class Job:
     """One job's Kafka client settings, guarantee, names and admin, and its stores' topics.
 
-    ``error_cb``: librdkafka's error callback for every client made from these settings
-    (a running container uses it to stop on a fatal client error)."""
+    Every client made from these settings reports to :attr:`faults` (librdkafka's
+    ``error_cb``): a fatal error, or a failure to authenticate, is kept there to be raised."""
 
-    def __init__(self, config: Config, *,
-                 error_cb: Callable[[KafkaError], None] | None = None) -> None:
+    def __init__(self, config: Config) -> None:
         self.config = config
         bootstrap = config.bootstrap_servers("kafka")
         system = config.systems.get("kafka")
+        self.group_id = f"{config.job.name}-{config.job.id}"
+        self.faults = ClientFaults(self.group_id, bootstrap or "")
         self.client_conf: dict[str, Any] = {**(system.client if system else {}),
-                                            "bootstrap.servers": bootstrap}
-        if error_cb is not None:
-            self.client_conf["error_cb"] = error_cb
+                                            "bootstrap.servers": bootstrap,
+                                            "error_cb": self.faults.on_client_error}
         self.consumer_conf = {**self.client_conf, **(system.consumer if system else {})}
         self.producer_conf = {**self.client_conf, "partitioner": librdkafka_setting(config.job.partitioner),
                               **(system.producer if system else {})}
         self.guarantee = Guarantee(config.job.processing_guarantee)
-        self.group_id = f"{config.job.name}-{config.job.id}"
         self.checkpoint_topic = checkpoint_topic(config.job.name, config.job.id)
 
     @cached_property
     def admin(self) -> TopicAdmin:
         """The job's topic admin (made on first use)."""
-        return TopicAdmin(self.client_conf)
+        return TopicAdmin(self.client_conf, self.faults)
 
     @property
     def reader_group_id(self) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -9,26 +10,68 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import ConfigResource, NewTopic
 
 from millpond.kafka import clients
-from millpond.kafka.errors import OutputTopicError, TopicError
+from millpond.kafka.denials import denied, is_denied
+from millpond.kafka.errors import BrokerUnreachableError, OutputTopicError, TopicError
+from millpond.kafka.faults import ClientFaults
 
 TIMEOUT = 30.0
+_SLICE_S = 1.0  # metadata waits are cut into slices to notice an authentication failure
 
 
 class TopicAdmin:
-    """Creates and checks the topics a job needs, with errors that say how to fix them."""
+    """Creates and checks the topics a job needs, with errors that say how to fix them.
 
-    def __init__(self, client_config: Mapping[str, Any]) -> None:
+    ``faults``: where the client's ``error_cb`` keeps failures; a metadata wait stops at
+    once on an authentication or TLS failure instead of timing out."""
+
+    def __init__(self, client_config: Mapping[str, Any],
+                 faults: ClientFaults | None = None) -> None:
         self.admin = clients.admin(client_config)
+        self.faults = faults
+        self.bootstrap = str(client_config.get("bootstrap.servers", "?"))
+
+    def _metadata(self, topic: str | None = None) -> Any:
+        """Cluster metadata (of ``topic`` only, if given), within :data:`TIMEOUT`."""
+        deadline = time.monotonic() + TIMEOUT
+        while True:
+            if self.faults is not None:
+                self.faults.raise_auth()
+            try:
+                return self.admin.list_topics(topic, timeout=_SLICE_S)
+            except KafkaException as exc:
+                error = exc.args[0]
+                if not (error.retriable() or error.code() in (
+                        KafkaError._TRANSPORT, KafkaError._TIMED_OUT)):
+                    raise
+                if time.monotonic() >= deadline:
+                    if self.faults is not None:
+                        self.faults.raise_auth()
+                    raise BrokerUnreachableError(
+                        f"no Kafka broker at {self.bootstrap} answered within {TIMEOUT:.0f}s "
+                        f"({error.str()}); is it running, and is systems.<system>.bootstrap."
+                        "servers (and security.protocol) right?") from exc
+
+    def describe_group(self, group: str) -> Any:
+        """``group``'s description (members, state), or None if it could not be read; a
+        denial is raised, naming the group (a job that cannot be seen is not idle)."""
+        try:
+            return self.admin.describe_consumer_groups([group])[group].result(timeout=TIMEOUT)
+        except KafkaException as exc:
+            if is_denied(exc.args[0]):
+                raise denied(exc.args[0], group, "Describe") from exc
+            return None
 
     def broker_count(self) -> int:
-        return len(self.admin.list_topics(timeout=TIMEOUT).brokers)
+        return len(self._metadata().brokers)
 
     def partition_count(self, topic: str) -> int | None:
         """Partitions of ``topic``, or None if it does not exist."""
-        md = self.admin.list_topics(topic, timeout=TIMEOUT).topics.get(topic)
+        md = self._metadata(topic).topics.get(topic)
         if md is None:
             return None
         if md.error is not None:
+            if is_denied(md.error):
+                raise denied(md.error, topic, "Describe")
             if md.error.code() not in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC):
                 raise TopicError(f"topic {topic}: {md.error.str()}")
             return None
@@ -36,8 +79,25 @@ class TopicAdmin:
 
     def topic_config(self, topic: str) -> dict[str, str]:
         resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
-        result = self.admin.describe_configs([resource])[resource].result(timeout=TIMEOUT)
+        try:
+            result = self.admin.describe_configs([resource])[resource].result(timeout=TIMEOUT)
+        except KafkaException as exc:
+            if is_denied(exc.args[0]):
+                raise denied(exc.args[0], topic, "DescribeConfigs") from exc
+            raise
         return {name: entry.value for name, entry in result.items()}
+
+    def _created(self, topic: str, future: Any, what: str) -> None:
+        """Wait for a topic creation; an existing topic is fine, a denial is named."""
+        try:
+            future.result(timeout=TIMEOUT)
+        except KafkaException as exc:
+            error = exc.args[0]
+            if error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                return
+            if is_denied(error):
+                raise denied(error, topic, "Create") from exc
+            raise TopicError(f"could not create {what} topic {topic}: {exc}") from exc
 
     def ensure_compacted(
         self, topic: str, partitions: int, replication: int | None = None,
@@ -49,11 +109,7 @@ class TopicAdmin:
             rf = replication or min(3, max(1, self.broker_count()))
             conf = {"cleanup.policy": "compact", **dict(config or {})}
             future = self.admin.create_topics([NewTopic(topic, partitions, rf, config=conf)])[topic]
-            try:
-                future.result(timeout=TIMEOUT)
-            except KafkaException as exc:
-                if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                    raise TopicError(f"could not create {what} topic {topic}: {exc}") from exc
+            self._created(topic, future, what)
             return self.ensure_compacted(topic, partitions, replication, config, what)
         if existing != partitions:
             raise TopicError(
@@ -93,6 +149,8 @@ class TopicAdmin:
         try:
             future.result(timeout=TIMEOUT)
         except KafkaException as exc:
+            if is_denied(exc.args[0]):
+                raise denied(exc.args[0], topic, "Create") from exc
             if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise
 

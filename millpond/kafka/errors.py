@@ -49,3 +49,28 @@ class TransactionAbortedError(KafkaClientError):
     def __init__(self, message: str, unavailable: bool = False) -> None:
         super().__init__(message)
         self.unavailable = unavailable
+
+
+class AuthorizationError(KafkaClientError):
+    """Kafka denied this principal an operation on a resource (an ACL is missing).
+
+    Fatal and never retried: a retry cannot succeed until someone grants the ACL. The
+    message names the resource and the operation, and where to find every ACL the job needs;
+    nothing after the last commit was committed, so a restart after the grant is exact.
+    """
+
+    def __init__(self, resource: str, name: str, operation: str, detail: str) -> None:
+        self.resource, self.name, self.operation = resource, name, operation
+        super().__init__(
+            f"Kafka denied {operation} on {resource} {name} to this job's principal ({detail}). "
+            f"Grant it (`millpond acls --config <job.properties>` prints every ACL the job "
+            "needs) and start again: nothing after the last commit was committed")
+
+
+class AuthenticationError(KafkaClientError):
+    """The client could not authenticate or set up TLS with the brokers (a wrong password,
+    an untrusted certificate, a security.protocol the listener does not speak)."""
+
+
+class BrokerUnreachableError(KafkaClientError):
+    """No broker answered within the time allowed."""

@@ -21,11 +21,18 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Message
 
 from millpond.kafka import clients
-from millpond.kafka.errors import DeliveryError, ProducerFencedError, TransactionAbortedError
+from millpond.kafka.denials import denied, is_denied
+from millpond.kafka.errors import (
+    DeliveryError,
+    KafkaClientError,
+    ProducerFencedError,
+    TransactionAbortedError,
+)
 
 log = logging.getLogger(__name__)
 
 Headers = Sequence[tuple[str, bytes]]
+
 
 
 def log_client_error(err: KafkaError) -> None:
@@ -58,6 +65,7 @@ class TrackedProducer:
         self.name = str(conf.get("transactional.id", "producer"))
         self._producer = clients.producer(conf)
         self._errors: list[str] = []
+        self._denial: tuple[KafkaError, str] | None = None  # the first delivery denied
         self._last: dict[tuple[str, int], int] = {}
         self.fatal: KafkaError | None = None
         self.sent = 0
@@ -81,6 +89,8 @@ class TrackedProducer:
         try:
             if err is not None:
                 self.delivery_errors += 1
+                if is_denied(err) and self._denial is None:
+                    self._denial = (err, msg.topic() or "?")
                 where = f"{msg.topic()}[{msg.partition()}]"
                 self._errors.append(f"{where} key={msg.key()!r}: {err.str()}")
                 return
@@ -92,11 +102,14 @@ class TrackedProducer:
         except Exception as exc:  # noqa: BLE001 - see _on_error
             self._errors.append(f"delivery callback failed: {exc}")
 
-    def _fenced(self, exc: BaseException | None = None) -> ProducerFencedError:
-        """The error to raise once this producer can no longer write."""
+    def _fenced(self, exc: BaseException | None = None) -> KafkaClientError:
+        """The error to raise once this producer can no longer write: fenced (an ordinary
+        event), or denied its transactional id or cluster access (fatal, named)."""
         err = self.fatal
         if err is None and isinstance(exc, KafkaException):
             err = exc.args[0]
+        if err is not None and is_denied(err):
+            return denied(err, self.name, "Write" if self.transactional else "IdempotentWrite")
         what = err.str() if err is not None else f"{type(exc).__name__}: {exc}"
         return ProducerFencedError(
             f"producer {self.name} was fenced or failed fatally ({what}); another process "
@@ -175,7 +188,12 @@ class TrackedProducer:
             )
 
     def raise_errors(self) -> None:
-        """Raise :class:`DeliveryError` if any delivery failed since the last call."""
+        """Raise :class:`DeliveryError` if any delivery failed since the last call
+        (:class:`AuthorizationError` if Kafka denied writing to the topic)."""
+        if self._denial is not None:
+            (err, topic), self._denial = self._denial, None
+            self._errors.clear()
+            raise denied(err, topic, "Write")
         if self._errors:
             errors, self._errors = self._errors, []
             more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
@@ -220,6 +238,7 @@ class TrackedProducer:
     def abort_transaction(self, timeout: float = 30.0) -> None:
         """Abort the open transaction (best effort: a fenced producer has none to abort)."""
         self._errors.clear()
+        self._denial = None
         if self.fatal is not None:
             return
         try:
@@ -245,3 +264,4 @@ class TrackedProducer:
         except (KafkaException, SystemError) as exc:
             log.debug("producer %s: purge failed: %s", self.name, exc)
         self._errors.clear()
+        self._denial = None

@@ -13,6 +13,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from millpond.kafka import clients
+from millpond.kafka.denials import denied, is_denied
 from millpond.kafka.errors import ReadError
 
 BATCH = 20_000
@@ -59,6 +60,8 @@ def watermarks(consumer: Consumer, topic: str, partition: int, timeout: float = 
             return int(low), int(high)
         except KafkaException as exc:
             error = exc.args[0]
+            if is_denied(error):
+                raise denied(error, topic, "Describe") from exc
             if not (error.retriable() or error.code() in _TRANSIENT):
                 raise
             if time.monotonic() >= deadline:
@@ -101,6 +104,8 @@ def read_range(
                         if (msg.offset() or 0) >= end:
                             done = True
                         continue
+                    if is_denied(err):
+                        raise denied(err, topic, "Read")
                     raise ReadError(f"reading {topic}[{partition}]: {err.str()}")
                 if msg.offset() >= end:  # type: ignore[operator]
                     done = True

@@ -90,12 +90,8 @@ def set_checkpoint(job: Job, partition: int, inputs: dict[str, int]) -> Checkpoi
 
 def group_active(job: Job) -> bool:
     """Whether the job's consumer group has live members (a process is running)."""
-    futures = job.admin.admin.describe_consumer_groups([job.group_id])
-    try:
-        desc = futures[job.group_id].result(timeout=30)
-    except Exception:
-        return False
-    return bool(desc.members)
+    desc = job.admin.describe_group(job.group_id)
+    return bool(desc is not None and desc.members)
 
 
 def reseed_from_local(job: Job, store: str | None = None) -> dict[str, int]:

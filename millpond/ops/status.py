@@ -19,7 +19,6 @@ from typing import Any
 from millpond.backup.status import SnapshotStatus
 from millpond.changelog import local
 from millpond.changelog.checkpoint import Checkpoint, task_name
-from millpond.kafka.admin import TIMEOUT
 from millpond.kafka.reading import watermarks
 from millpond.ops.describe import PartitionInfo, describe
 from millpond.ops.errors import JobNeverRanError
@@ -81,9 +80,8 @@ def describe_group(job: Job) -> tuple[GroupInfo, dict[int, Owner]]:
     container subscribes to the first input only, so its partitions are the tasks')."""
     group = job.group_id
     first = job.config.job.inputs[0].topic
-    try:
-        desc = job.admin.admin.describe_consumer_groups([group])[group].result(timeout=TIMEOUT)
-    except Exception:  # noqa: BLE001 - a group that does not exist (yet) has no owners
+    desc = job.admin.describe_group(group)
+    if desc is None:  # a group that does not exist (yet) has no owners
         return GroupInfo(group, "none", 0), {}
     owners: dict[int, Owner] = {}
     for m in desc.members:

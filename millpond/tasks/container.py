@@ -43,7 +43,7 @@ from millpond.tasks.errors import MessageError
 from millpond.tasks.instance import TaskInstance
 from millpond.tasks.loading import load_restore_listener, load_task_class
 from millpond.tasks.manager import TaskManager
-from millpond.tasks.membership import ClientFaults, subscribe
+from millpond.tasks.membership import subscribe
 from millpond.tasks.opening import OpenContext, TaskOpener, open_task, reopen_hold_s
 from millpond.tasks.runloop import LoopTiming, RunLoop
 from millpond.tasks.stream_serdes import StreamSerdes
@@ -73,8 +73,8 @@ class Container:
             raise config.missing("task.inputs", "every job reads at least one input",
                                  "task.inputs=kafka.page-views")
         self.inputs = [ref.topic for ref in job.inputs]
-        self.faults = ClientFaults()
-        self.job = Job(config, error_cb=self.faults.on_client_error)
+        self.job = Job(config)
+        self.faults = self.job.faults
         self.guarantee = self.job.guarantee
         self.client_conf = self.job.client_conf
         self.consumer_conf = self.job.consumer_conf

@@ -2,7 +2,8 @@
 
 The callbacks run inside ``consume()``; they must be quick and must never let an exception
 escape into librdkafka (it would resurface later as an unrelated error), so each one is
-guarded and its exception kept for the run loop to raise (:meth:`ClientFaults.check`).
+guarded and its exception kept in the job's :class:`~millpond.kafka.faults.ClientFaults`
+for the run loop to raise.
 What a rebalance means for the tasks is the task manager's business: assigned partitions
 are only recorded and paused (their tasks open in the run loop); revoked tasks commit
 first, lost tasks close without committing; either way an opening still under way is
@@ -14,40 +15,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
-from millpond.kafka.producer import log_client_error
-from millpond.tasks.errors import TaskError
+from millpond.kafka.faults import ClientFaults
 from millpond.tasks.manager import TaskManager
 
 log = logging.getLogger("millpond.container")
 
 Callback = Callable[[Consumer, list[TopicPartition]], None]
-
-
-class ClientFaults:
-    """What went wrong where it could not be raised: librdkafka's error callback and the
-    rebalance callbacks run inside the client, so they keep their error here and the run
-    loop raises it (:meth:`check`) between polls."""
-
-    def __init__(self) -> None:
-        self.fatal: KafkaError | None = None
-        self.callback_error: BaseException | None = None
-
-    def on_client_error(self, err: KafkaError) -> None:
-        """librdkafka's ``error_cb``: log it; keep the first fatal one."""
-        log_client_error(err)
-        if err.fatal() and self.fatal is None:
-            self.fatal = err
-
-    def check(self) -> None:
-        """Raise a rebalance callback's error, or a fatal client error."""
-        if self.callback_error is not None:
-            error, self.callback_error = self.callback_error, None
-            raise error
-        if self.fatal is not None:
-            raise TaskError(f"fatal Kafka client error, stopping: {self.fatal.str()} "
-                            "(state is safe: the next start restores from the checkpoint)")
 
 
 def subscribe(consumer: Consumer, topic: str, manager: TaskManager, faults: ClientFaults) -> None:

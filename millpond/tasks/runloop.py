@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Protocol
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message
 
 from millpond.api import SerdePair
+from millpond.kafka.faults import ClientFaults
 from millpond.kafka.reading import input_lag
 from millpond.tasks.commit import CommitFailure
 from millpond.tasks.faults import crash_point
 from millpond.tasks.instance import TASK_MOVED, ErrorPolicy, TaskInstance
 from millpond.tasks.manager import TaskManager
-from millpond.tasks.membership import ClientFaults
 
 if TYPE_CHECKING:
     from millpond.tasks.telemetry import RuntimeMetrics
@@ -162,6 +162,8 @@ class RunLoop:
             elif err.code() == KafkaError._PARTITION_EOF:
                 if msg.partition() in tasks:
                     self._eof.add((msg.topic() or "", msg.partition() or 0))
+            elif (denial := self._faults.consumer_error(err, msg.topic())) is not None:
+                raise denial
             elif err.fatal():
                 raise KafkaException(err)
             else:
