@@ -21,10 +21,13 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from millpond.kafka.reading import FETCH_QUEUE_BACKOFF_MS
 
+# Idempotence keeps each partition in produce order when a request is retried: without it a
+# retried batch can land after a later one, and a key's older value then ends a synthetic
+# changelog that the restore check expects to end with the newer one.
 PRODUCER_CONF: dict[str, Any] = {"linger.ms": 20, "batch.size": 1_000_000,
                                  "queue.buffering.max.messages": 1_000_000,
                                  "queue.buffering.max.kbytes": 1_048_576,
-                                 "compression.type": "none"}
+                                 "compression.type": "none", "enable.idempotence": True}
 
 
 @dataclass
