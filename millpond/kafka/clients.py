@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from confluent_kafka import Consumer, Producer
@@ -35,10 +35,14 @@ class LibrdkafkaLog:
     """The ``logger`` given to librdkafka: each line becomes a ``millpond.kafka`` record
     ``<client name> <FACILITY>: <text>``.
 
-    confluent-kafka calls ``log(level, "%s [%s] %s", facility, client_name, text)``."""
+    confluent-kafka calls ``log(level, "%s [%s] %s", facility, client_name, text)``.
+    ``listener(facility, text)``, if given, sees every line first (a client that must act
+    on what librdkafka only logs)."""
 
-    def __init__(self, logger: logging.Logger = KAFKA_LOG) -> None:
+    def __init__(self, logger: logging.Logger = KAFKA_LOG,
+                 listener: Callable[[str, str], None] | None = None) -> None:
         self.logger = logger
+        self.listener = listener
 
     def log(self, level: int, msg: str, *args: Any) -> None:
         if len(args) != 3:
@@ -46,6 +50,8 @@ class LibrdkafkaLog:
             return
         facility, name, text = args
         text = _THREAD_TAG.sub("", str(text))
+        if self.listener is not None:
+            self.listener(str(facility), text)
         if level == logging.WARNING and "retrying" in text and any(
                 t in text for t in _TRANSIENT):
             level = logging.INFO

@@ -14,6 +14,7 @@ No exception raised inside a librdkafka callback is left to surface as ``SystemE
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -32,6 +33,10 @@ from millpond.kafka.errors import (
 log = logging.getLogger(__name__)
 
 Headers = Sequence[tuple[str, bytes]]
+
+# What librdkafka logs when a transaction is denied a topic (it reports it nowhere else).
+_ADDPARTS_TOPIC = re.compile(r'partition "([^"]+)"')
+_ERROR_NAME = re.compile(r"\((\w+_AUTHORIZATION_FAILED)\)")
 
 
 
@@ -59,6 +64,7 @@ class TrackedProducer:
         }
         conf.update(config)
         conf["on_delivery"] = self._on_delivery
+        conf.setdefault("logger", clients.LibrdkafkaLog(listener=self._on_log))
         self._user_error_cb = conf.get("error_cb", log_client_error)
         conf["error_cb"] = self._on_error
         self.transactional = "transactional.id" in conf
@@ -66,6 +72,9 @@ class TrackedProducer:
         self._producer = clients.producer(conf)
         self._errors: list[str] = []
         self._denial: tuple[KafkaError, str] | None = None  # the first delivery denied
+        self._denied_err: KafkaError | None = None  # a denial reported by error_cb
+        self._failed_topic: str | None = None  # the topic of the first failed delivery
+        self._denied_topic: str | None = None  # the topic a transaction was denied
         self._last: dict[tuple[str, int], int] = {}
         self.fatal: KafkaError | None = None
         self.sent = 0
@@ -78,6 +87,10 @@ class TrackedProducer:
         try:
             if err.fatal() and self.fatal is None:
                 self.fatal = err
+            if is_denied(err) and not err.fatal() and self._denied_err is None:
+                # A transaction denied a topic (AddPartitionsToTxn): its records are then
+                # purged, and their delivery reports say only _PURGE_QUEUE.
+                self._denied_err = err
             if self.transactional and err.fatal():
                 log.info("producer %s: %s", self.name, err.str())
             else:
@@ -85,12 +98,29 @@ class TrackedProducer:
         except Exception as exc:  # noqa: BLE001 - see above
             log.warning("producer %s error callback failed: %s", self.name, exc)
 
+    def _on_log(self, facility: str, text: str) -> None:
+        """A transaction denied a topic (AddPartitionsToTxn): librdkafka only logs it (which
+        topic, which error), then purges the records; keep it to name the denial."""
+        try:
+            if facility not in ("ADDPARTS", "TXNERR") or "authorization failed" not in text.lower():
+                return
+            topic = _ADDPARTS_TOPIC.search(text)
+            if topic and self._denied_topic is None:
+                self._denied_topic = topic.group(1)
+            code = _ERROR_NAME.search(text)
+            if code and self._denied_err is None and hasattr(KafkaError, code.group(1)):
+                self._denied_err = KafkaError(getattr(KafkaError, code.group(1)), text)
+        except Exception as exc:  # noqa: BLE001 - see _on_error
+            log.warning("producer %s log listener failed: %s", self.name, exc)
+
     def _on_delivery(self, err: KafkaError | None, msg: Message) -> None:
         try:
             if err is not None:
                 self.delivery_errors += 1
                 if is_denied(err) and self._denial is None:
                     self._denial = (err, msg.topic() or "?")
+                if self._failed_topic is None:
+                    self._failed_topic = msg.topic()
                 where = f"{msg.topic()}[{msg.partition()}]"
                 self._errors.append(f"{where} key={msg.key()!r}: {err.str()}")
                 return
@@ -190,12 +220,17 @@ class TrackedProducer:
     def raise_errors(self) -> None:
         """Raise :class:`DeliveryError` if any delivery failed since the last call
         (:class:`AuthorizationError` if Kafka denied writing to the topic)."""
+        if self._denial is None and self._denied_err is not None and self._errors:
+            self._denial = (self._denied_err,
+                            self._denied_topic or self._failed_topic or "?")
         if self._denial is not None:
             (err, topic), self._denial = self._denial, None
+            self._denied_err = self._failed_topic = self._denied_topic = None
             self._errors.clear()
             raise denied(err, topic, "Write")
         if self._errors:
             errors, self._errors = self._errors, []
+            self._failed_topic = None
             more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
             raise DeliveryError(f"Kafka did not accept a record: {errors[0]}{more}")
 
@@ -238,7 +273,7 @@ class TrackedProducer:
     def abort_transaction(self, timeout: float = 30.0) -> None:
         """Abort the open transaction (best effort: a fenced producer has none to abort)."""
         self._errors.clear()
-        self._denial = None
+        self._denial = self._denied_err = self._failed_topic = self._denied_topic = None
         if self.fatal is not None:
             return
         try:
@@ -264,4 +299,4 @@ class TrackedProducer:
         except (KafkaException, SystemError) as exc:
             log.debug("producer %s: purge failed: %s", self.name, exc)
         self._errors.clear()
-        self._denial = None
+        self._denial = self._denied_err = self._failed_topic = self._denied_topic = None
