@@ -21,9 +21,10 @@ import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cache, lru_cache
+from functools import lru_cache
 from typing import Literal
 
+from millpond.config.patterns import key_regex
 from millpond.config.properties import Properties
 from millpond.config.systems import client_key_reason
 from millpond.config.values import describe, error
@@ -48,20 +49,9 @@ class SamzaKey:
 
     @property
     def regex(self) -> re.Pattern[str]:
-        return _compile(self.pattern)
+        return key_regex(self.pattern, _WIDE)
 
 
-@cache
-def _compile(pattern: str) -> re.Pattern[str]:
-    out = []
-    for part in re.split(r"(<[^>]+>|\*)", pattern):
-        if part == "*" or part in _WIDE:
-            out.append(".+")
-        elif part.startswith("<"):
-            out.append("[^.]+")
-        else:
-            out.append(re.escape(part))
-    return re.compile("".join(out))
 
 
 _YARN = "YARN deployment: millpond runs where `millpond run` is started"

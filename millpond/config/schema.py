@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import cache
 from typing import Literal
+
+from millpond.config.patterns import key_regex
 
 Kind = Literal["string", "int", "bool", "choice", "stream", "streams", "class", "serde",
                "path", "url", "passthrough"]
@@ -71,7 +72,7 @@ class Key:
 
     @property
     def regex(self) -> re.Pattern[str]:
-        return _compile(self.name)
+        return key_regex(self.name, _WIDE)
 
     def shown_default(self) -> str:
         """The default column of the reference page."""
@@ -85,17 +86,6 @@ class Key:
 _WIDE = ("<topic>", "<stream-id>", "<prop>")
 
 
-@cache
-def _compile(pattern: str) -> re.Pattern[str]:
-    out = []
-    for part in re.split(r"(<[^>]+>)", pattern):
-        if part in _WIDE:
-            out.append(".+")
-        elif part.startswith("<"):
-            out.append("[^.]+")
-        else:
-            out.append(re.escape(part))
-    return re.compile("".join(out))
 
 
 _S = "stores.<store>."

@@ -168,6 +168,7 @@ class LocalKafka:
 
     default_port = DEFAULT_PORT
     default_controller_port = DEFAULT_CONTROLLER_PORT
+    default_heap = DEFAULT_HEAP
     data_dir_name = "data"
 
     def __init__(
@@ -176,7 +177,7 @@ class LocalKafka:
         port: int | None = None,
         controller_port: int | None = None,
         version: str = KAFKA_VERSION,
-        heap: str = DEFAULT_HEAP,
+        heap: str | None = None,
         extra_config: dict[str, str] | None = None,
     ) -> None:
         self.version = version
@@ -185,7 +186,7 @@ class LocalKafka:
         self.port = port or saved.get("port") or self.default_port
         self.controller_port = (controller_port or saved.get("controller_port")
                                 or self.default_controller_port)
-        self.heap = heap
+        self.heap = heap or self.default_heap
         self.extra_config = dict(extra_config or {})
         self._proc: subprocess.Popen[bytes] | None = None
 

@@ -24,8 +24,9 @@ from __future__ import annotations
 import json
 import secrets
 from pathlib import Path
+from typing import Any
 
-from millpond.dev.kafka import KAFKA_VERSION, Echo, LocalKafka, _quiet
+from millpond.dev.kafka import Echo, LocalKafka, _quiet
 from millpond.dev.tls import DevCertificates, write_private
 
 SECURE_PORT = 9094
@@ -60,16 +61,10 @@ class SecureLocalKafka(LocalKafka):
     default_controller_port = SECURE_CONTROLLER_PORT
     data_dir_name = "secure-data"
 
-    def __init__(
-        self,
-        data_dir: Path | None = None,
-        port: int | None = None,
-        controller_port: int | None = None,
-        version: str = KAFKA_VERSION,
-        heap: str = SECURE_HEAP,
-        extra_config: dict[str, str] | None = None,
-    ) -> None:
-        super().__init__(data_dir, port, controller_port, version, heap, extra_config)
+    default_heap = SECURE_HEAP
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self.certificates = DevCertificates(self.data_dir / "tls")
 
     # -- files a client uses ----------------------------------------------------------------
