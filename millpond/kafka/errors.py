@@ -61,8 +61,10 @@ class AuthorizationError(KafkaClientError):
 
     def __init__(self, resource: str, name: str, operation: str, detail: str) -> None:
         self.resource, self.name, self.operation = resource, name, operation
+        implied = " (Read or Write grants Describe too)" if operation == "Describe" else ""
         super().__init__(
-            f"Kafka denied {operation} on {resource} {name} to this job's principal ({detail}). "
+            f"Kafka denied {operation} on {resource} {name}{implied} to this job's principal "
+            f"({detail}). "
             f"Grant it (`millpond acls --config <job.properties>` prints every ACL the job "
             "needs) and start again: nothing after the last commit was committed")
 
