@@ -311,6 +311,31 @@ def acls(config_path: Path, overrides: tuple[str, ...], principal: str, roles: t
                        f"admin.properties {acl.kafka_acls(principal)}  # {acl.why}")
 
 
+@main.command()
+@config_option
+@override_option
+@click.option("--role", type=click.Choice(["job", "cli", "operator"]), default="job",
+              show_default=True, help="Whose ACLs to check (see `millpond acls`).")
+@click.option("--output", "outputs", multiple=True, metavar="TOPIC",
+              help="An output topic the job's task sends to (repeatable; not in the config).")
+def check(config_path: Path, overrides: tuple[str, ...], role: str,
+          outputs: tuple[str, ...]) -> None:
+    """Connect with the job's settings and check, one line each, every ACL the role needs,
+    writing nothing. Exits 0 only if the connection works and nothing is MISSING."""
+    from millpond.ops.check import MISSING
+    from millpond.ops.check import check as run_check
+
+    job = _job(config_path, overrides)
+    principal = job.client_conf.get("sasl.username")
+    findings = run_check(job, role, outputs)
+    for finding in findings:
+        click.echo(finding.line(f"User:{principal}" if principal else "User:<principal>"))
+    missing = sum(f.status == MISSING for f in findings)
+    if missing:
+        click.echo(f"{missing} missing: the job cannot do its work as this principal", err=True)
+        sys.exit(1)
+
+
 ROLE_HELP = {
     "job": "millpond run (and a restart after a crash)",
     "cli": "millpond status, checkpoint show, changelog describe",

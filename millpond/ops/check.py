@@ -1,0 +1,159 @@
+"""``millpond check``: can this job's principal do what the job needs, before it runs?
+
+Connects with the job's settings (authentication and TLS first), then checks every ACL
+``millpond acls`` lists for the job, without writing anything: Kafka says which operations
+the principal may perform on an existing topic or group (``include_authorized_operations``);
+a topic that does not exist yet is checked for Describe and, by a validate-only creation,
+Create; the transactional ids by registering a spare one under the job's prefix
+(``<group>-check``, never used by a task). What cannot be checked without data (Read or
+Write on a topic that does not exist yet) is reported as such, and does not fail the check.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from confluent_kafka import KafkaError, KafkaException, TopicCollection
+from confluent_kafka.admin import NewTopic
+
+from millpond.job import Job
+from millpond.kafka.admin import TIMEOUT
+from millpond.kafka.denials import is_denied
+from millpond.kafka.errors import AuthorizationError, KafkaClientError
+from millpond.kafka.producer import TrackedProducer
+from millpond.ops.acls import Acl, required_acls
+
+OK, MISSING, UNCHECKED = "ok", "MISSING", "unchecked"
+_COORDINATOR_MOVING = (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE,
+                       KafkaError.COORDINATOR_LOAD_IN_PROGRESS)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One line of the check: ``status`` of ``acl`` (None: the connection itself)."""
+
+    status: str
+    acl: Acl | None
+    detail: str = ""
+
+    def line(self, principal: str = "User:<principal>") -> str:
+        if self.acl is None:
+            return f"{self.status:<9} connect: {self.detail}"
+        a = self.acl
+        what = f"{a.operation} on {a.resource} {a.name}"
+        what += " (prefixed)" if a.pattern == "prefixed" else ""
+        more = f"  [{self.detail}]" if self.detail else ""
+        if self.status == MISSING:
+            more += f"  grant: kafka-acls.sh {a.kafka_acls(principal)}"
+        return f"{self.status:<9} {what}{more}"
+
+
+def _names(ops: Sequence[object]) -> set[str]:
+    """Kafka's operation names (``READ``, ``DESCRIBE_CONFIGS``) as kafka-acls.sh writes them
+    (``Read``, ``DescribeConfigs``); ``All`` stands for every one."""
+    out = set()
+    for op in ops:
+        name = getattr(op, "name", str(op))
+        out.add("".join(part.capitalize() for part in name.split("_")))
+    return out
+
+
+def _allows(allowed: set[str], operation: str) -> bool:
+    return "All" in allowed or operation in allowed or (
+        operation == "Describe" and bool(allowed & {"Read", "Write", "Delete", "Alter"}))
+
+
+def _topic(job: Job, name: str) -> tuple[set[str], str]:
+    """What the principal may do on topic ``name``; for a topic that does not exist yet,
+    Describe and Create, with ``?`` for what cannot be known until it does."""
+    future = job.admin.admin.describe_topics(TopicCollection([name]),
+                                             include_authorized_operations=True)[name]
+    try:
+        return _names(future.result(timeout=TIMEOUT).authorized_operations or []), ""
+    except KafkaException as exc:
+        error = exc.args[0]
+        if is_denied(error):
+            return set(), ""
+        if error.code() not in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC):
+            raise
+    allowed = {"Describe"}  # a denied Describe would have said TOPIC_AUTHORIZATION_FAILED
+    if _may_create(job, name):
+        allowed.add("Create")
+    return allowed | {"?"}, "the topic does not exist yet"
+
+
+def _may_create(job: Job, name: str) -> bool:
+    future = job.admin.admin.create_topics([NewTopic(name, 1, 1)], validate_only=True)[name]
+    try:
+        future.result(timeout=TIMEOUT)
+        return True
+    except KafkaException as exc:
+        if is_denied(exc.args[0]):
+            return False
+        return exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS
+
+
+def _group(job: Job, name: str) -> set[str]:
+    """What the principal may do on group ``name`` (Kafka answers for a group that does not
+    exist too); a coordinator still being found is asked again, within :data:`TIMEOUT`."""
+    deadline = time.monotonic() + TIMEOUT
+    while True:
+        future = job.admin.admin.describe_consumer_groups(
+            [name], include_authorized_operations=True)[name]
+        try:
+            return _names(future.result(timeout=TIMEOUT).authorized_operations or [])
+        except KafkaException as exc:
+            error = exc.args[0]
+            if is_denied(error):
+                return set()
+            if not error.retriable() and error.code() not in _COORDINATOR_MOVING \
+                    or time.monotonic() >= deadline:
+                raise
+        time.sleep(0.5)
+
+
+def _transactional_ids(job: Job, prefix: str) -> set[str]:
+    """Register ``<prefix>check``: allowed if Kafka hands it a producer id."""
+    producer = TrackedProducer({**job.producer_conf, "transactional.id": f"{prefix}check",
+                                "transaction.timeout.ms": 60_000, "message.timeout.ms": 50_000})
+    try:
+        producer.init_transactions(TIMEOUT)
+        return {"Write", "Describe"}
+    except AuthorizationError:
+        return set()
+    finally:
+        producer.discard()
+
+
+def check(job: Job, role: str = "job", outputs: Sequence[str] = ()) -> list[Finding]:
+    """One finding per ACL ``role`` needs (after a first one for the connection)."""
+    try:
+        brokers = job.admin.broker_count()
+    except KafkaClientError as exc:
+        return [Finding(MISSING, None, str(exc))]
+    findings = [Finding(OK, None, f"{job.admin.bootstrap} ({brokers} broker(s))")]
+    by_resource: dict[tuple[str, str, str], list[Acl]] = defaultdict(list)
+    for acl in required_acls(job.config, role, outputs):
+        by_resource[(acl.resource, acl.name, acl.pattern)].append(acl)
+    for (resource, name, pattern), acls in by_resource.items():
+        note = ""
+        if resource == "topic" and pattern == "literal":
+            allowed, note = _topic(job, name)
+        elif resource == "topic":  # a prefix: only creation can be tried
+            allowed = {"Create", "?"} if _may_create(job, f"{name}0") else {"?"}
+            note = "prefixed: checked when such a topic exists"
+        elif resource == "group":
+            allowed = _group(job, name)
+        else:
+            allowed = _transactional_ids(job, name)
+        for acl in acls:
+            if _allows(allowed, acl.operation):
+                findings.append(Finding(OK, acl))
+            elif "?" in allowed:
+                findings.append(Finding(UNCHECKED, acl, note))
+            else:
+                findings.append(Finding(MISSING, acl, note))
+    return findings
