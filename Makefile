@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install kafka-jars kafka-up kafka-down demo test test-faults test-cluster test-fast faults lint docs bench bench-smoke clean
+.PHONY: install kafka-jars kafka-up kafka-down demo test test-faults test-security test-cluster test-fast faults lint docs bench bench-smoke clean
 
 # Create the virtualenv and install millpond with its test and lint tools. setuptools shows a
 # notice ("Editable installation ... folders in your working directory with the same name as
@@ -36,12 +36,17 @@ demo: kafka-up
 # suite and the Spark-cluster tests have their own targets (each run is kept under 20 min on
 # 2 cores); CI runs all three.
 test: kafka-jars
-	$(BIN)/pytest -q -ra --durations=15 -m "not cluster" --ignore=tests/faults
+	$(BIN)/pytest -q -ra --durations=15 -m "not cluster and not secure" --ignore=tests/faults
 
 # The fault suite's short versions (SIGKILLs, zombies, damage, bad input); `make faults` is
 # the long one.
 test-faults: kafka-jars
 	$(BIN)/pytest -q -ra --durations=10 tests/faults
+
+# The security suite against a secured broker (SASL_SSL, SCRAM, ACLs; started by the tests):
+# a job and every command with only the properties file, millpond acls and check, denials.
+test-security: kafka-jars
+	$(BIN)/pytest -q -ra --durations=5 -m secure tests
 
 # The spark commands on a Spark standalone cluster (a master and two workers) via spark-submit.
 test-cluster: kafka-jars

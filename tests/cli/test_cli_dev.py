@@ -180,7 +180,7 @@ def test_dev_kafka_secure_start_status_stop(tmp_path: Path) -> None:
         lines = started.stdout.splitlines()
         assert f"systems.kafka.bootstrap.servers={bootstrap}" in lines
         assert "systems.kafka.security.protocol=SASL_SSL" in lines
-        assert f"systems.kafka.producer.ssl.ca.location={ca}" in lines
+        assert f"systems.kafka.ssl.ca.location={ca}" in lines
         assert any(str(admin_file) in line and "0600" in line for line in lines), lines
 
         conf = dict(line.split("=", 1) for line in admin_file.read_text().splitlines())

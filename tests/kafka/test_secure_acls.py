@@ -29,7 +29,7 @@ from tests.kafka_util import (
     write_properties,
 )
 
-pytestmark = pytest.mark.kafka
+pytestmark = [pytest.mark.kafka, pytest.mark.secure]
 
 PARTITIONS = 2
 

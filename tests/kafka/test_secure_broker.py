@@ -22,7 +22,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.conftest import SecureKafka
 
-pytestmark = pytest.mark.kafka
+pytestmark = [pytest.mark.kafka, pytest.mark.secure]
 
 
 class _Records(logging.Handler):

@@ -19,7 +19,7 @@ from tests.kafka.test_secure_denials import _kafka_operation
 from tests.kafka.test_secure_job import PASSWORD_VAR
 from tests.kafka_util import MILLPOND, REPO, produce_users, write_properties
 
-pytestmark = pytest.mark.kafka
+pytestmark = [pytest.mark.kafka, pytest.mark.secure]
 
 
 def test_check_names_exactly_the_acl_that_is_missing(

@@ -21,7 +21,7 @@ from tests.kafka.test_secure_acls import user_job
 from tests.kafka.test_secure_job import PASSWORD_VAR
 from tests.kafka_util import MILLPOND, REPO, produce_users, state_diff, write_properties
 
-pytestmark = pytest.mark.kafka
+pytestmark = [pytest.mark.kafka, pytest.mark.secure]
 
 PARTITIONS = 2
 DENIAL_BOUND_S = 60  # the job must give up within this, not retry forever

@@ -25,7 +25,7 @@ from tests.kafka_util import (
     write_properties,
 )
 
-pytestmark = pytest.mark.kafka
+pytestmark = [pytest.mark.kafka, pytest.mark.secure]
 
 PARTITIONS = 2
 PASSWORD_VAR = "MILLPOND_TEST_SASL_PASSWORD"
