@@ -35,6 +35,7 @@ class TopicAdmin:
         deadline = time.monotonic() + TIMEOUT
         while True:
             if self.faults is not None:
+                self.admin.poll(0)  # serves error_cb, which reports failed authentication
                 self.faults.raise_auth()
             try:
                 return self.admin.list_topics(topic, timeout=_SLICE_S)

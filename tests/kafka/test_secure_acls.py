@@ -7,49 +7,31 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.conftest import SecureKafka
-from tests.kafka.test_secure_job import PASSWORD_VAR
-from tests.kafka_util import (
-    MILLPOND,
-    REPO,
-    counting_job,
-    produce_users,
-    state_diff,
-    wait_for_line,
-    write_properties,
+from tests.kafka.secure_util import (
+    PASSWORD_VAR,
+    change_acl,
+    create_input,
+    new_user,
+    run_as,
+    secured_job,
 )
+from tests.kafka_util import MILLPOND, REPO, state_diff, wait_for_line, write_properties
 
 pytestmark = [pytest.mark.kafka, pytest.mark.secure]
 
 PARTITIONS = 2
 
 
-def user_job(kafka: SecureKafka, user: str, password: str, name: str, source: str,
-             state: Path) -> dict[str, Any]:
-    props = counting_job(kafka.bootstrap, name, source, state)
-    props.pop("systems.kafka.consumer.group.instance.id")  # restarts rejoin by a new member
-    for key, value in kafka.user_config(user, password).items():
-        if key != "bootstrap.servers":
-            props[f"systems.kafka.{key}"] = f"${{{PASSWORD_VAR}}}" if key == "sasl.password" \
-                else value
-    return props
-
-
-def millpond(conf: Path, password: str, *args: str, timeout: float = 180,
-             ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([MILLPOND, *args, "--config", str(conf)], cwd=REPO,
-                          capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, PASSWORD_VAR: password})
+def millpond(conf: Path, password: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return run_as(password, *args, "--config", str(conf))
 
 
 def grant_role(kafka: SecureKafka, conf: Path, password: str, role: str, user: str) -> int:
@@ -58,8 +40,7 @@ def grant_role(kafka: SecureKafka, conf: Path, password: str, role: str, user: s
     assert out.returncode == 0, out.stderr
     acls = json.loads(out.stdout)[role]
     for acl in acls:
-        operation = re.sub(r"(?<!^)(?=[A-Z])", "_", acl["operation"]).upper()
-        kafka.grant(f"User:{user}", acl["resource"], acl["name"], acl["pattern"], operation)
+        change_acl(kafka, f"User:{user}", acl)
     return len(acls)
 
 
@@ -67,16 +48,13 @@ def test_the_printed_acls_are_enough_for_the_job_the_cli_and_the_operator(
     secure_kafka: SecureKafka, topic_name: Callable[[str], str], tmp_path: Path,
 ) -> None:
     name, source = topic_name("job"), topic_name("in")
-    admin = AdminClient(secure_kafka.admin_config)
-    admin.create_topics([NewTopic(source, PARTITIONS, 1)])[source].result(timeout=60)
-    expected = produce_users(secure_kafka.bootstrap, source, 4000, 40, PARTITIONS,
-                             conf=secure_kafka.admin_config)
+    expected = create_input(secure_kafka, source, PARTITIONS, 4000, 40)
     confs: dict[str, tuple[Path, str]] = {}
     for role in ("job", "cli", "operator"):
-        user, password = f"{role}-{name[-8:]}", f"pw-{role}-{os.urandom(4).hex()}"
-        secure_kafka.add_user(user, password)
-        conf = write_properties(tmp_path / f"{role}.properties", user_job(
-            secure_kafka, user, password, name, source, tmp_path / "state"))
+        user, password = new_user(secure_kafka, f"{role}-{name[-8:]}")
+        conf = write_properties(tmp_path / f"{role}.properties", secured_job(
+            secure_kafka, secure_kafka.user_config(user, password), name, source,
+            tmp_path / "state"))
         assert grant_role(secure_kafka, conf, password, role, user) > 0
         confs[role] = (conf, password)
 

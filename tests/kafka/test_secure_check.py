@@ -5,19 +5,15 @@ that one and no other."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.conftest import SecureKafka
-from tests.kafka.test_secure_acls import user_job
-from tests.kafka.test_secure_denials import _kafka_operation
-from tests.kafka.test_secure_job import PASSWORD_VAR
-from tests.kafka_util import MILLPOND, REPO, produce_users, write_properties
+from tests.kafka.secure_util import change_acl, create_input, new_user, run_as, secured_job
+from tests.kafka_util import write_properties
 
 pytestmark = [pytest.mark.kafka, pytest.mark.secure]
 
@@ -26,26 +22,20 @@ def test_check_names_exactly_the_acl_that_is_missing(
     secure_kafka: SecureKafka, topic_name: Callable[[str], str], tmp_path: Path,
 ) -> None:
     name, source = topic_name("job"), topic_name("in")
-    admin = AdminClient(secure_kafka.admin_config)
-    admin.create_topics([NewTopic(source, 2, 1)])[source].result(timeout=60)
-    produce_users(secure_kafka.bootstrap, source, 200, 10, 2, conf=secure_kafka.admin_config)
-    user, password = f"c-{name[-8:]}", f"pw-{os.urandom(6).hex()}"
-    secure_kafka.add_user(user, password)
-    conf = write_properties(tmp_path / "job.properties", user_job(
-        secure_kafka, user, password, name, source, tmp_path / "state"))
-    env = {**os.environ, PASSWORD_VAR: password}
+    create_input(secure_kafka, source, 2, 200, 10)
+    user, password = new_user(secure_kafka, f"c-{name[-8:]}")
+    conf = write_properties(tmp_path / "job.properties", secured_job(
+        secure_kafka, secure_kafka.user_config(user, password), name, source,
+        tmp_path / "state"))
 
     def millpond(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([MILLPOND, *args, "--config", str(conf)], cwd=REPO, env=env,
-                              capture_output=True, text=True, timeout=180)
+        return run_as(password, *args, "--config", str(conf))
 
     acls = json.loads(millpond("acls", "--role", "job", "--format", "json").stdout)["job"]
     principal = f"User:{user}"
 
     def grant(acl: dict[str, str], revoke: bool = False) -> None:
-        change = secure_kafka.revoke if revoke else secure_kafka.grant
-        change(principal, acl["resource"], acl["name"], acl["pattern"],
-               _kafka_operation(acl["operation"]))
+        change_acl(secure_kafka, principal, acl, revoke)
 
     nothing = millpond("check")
     assert nothing.returncode == 1 and nothing.stdout.count("MISSING") >= len(acls) // 2

@@ -7,28 +7,27 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.conftest import SecureKafka
-from tests.kafka.test_secure_acls import user_job
-from tests.kafka.test_secure_job import PASSWORD_VAR
-from tests.kafka_util import MILLPOND, REPO, produce_users, state_diff, write_properties
+from tests.kafka.secure_util import (
+    PASSWORD_VAR,
+    change_acl,
+    create_input,
+    new_user,
+    secured_job,
+)
+from tests.kafka_util import MILLPOND, REPO, state_diff, write_properties
 
 pytestmark = [pytest.mark.kafka, pytest.mark.secure]
 
 PARTITIONS = 2
 DENIAL_BOUND_S = 60  # the job must give up within this, not retry forever
-
-
-def _kafka_operation(operation: str) -> str:
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", operation).upper()
 
 
 @pytest.mark.parametrize("resource, kind, operation", [
@@ -43,14 +42,11 @@ def test_a_missing_acl_stops_the_job_naming_it_and_a_restart_after_the_grant_is_
     topic_name: Callable[[str], str], tmp_path: Path,
 ) -> None:
     name, source = topic_name("job"), topic_name("in")
-    admin = AdminClient(secure_kafka.admin_config)
-    admin.create_topics([NewTopic(source, PARTITIONS, 1)])[source].result(timeout=60)
-    expected = produce_users(secure_kafka.bootstrap, source, 2000, 30, PARTITIONS,
-                             conf=secure_kafka.admin_config)
-    user, password = f"u-{name[-8:]}", f"pw-{os.urandom(6).hex()}"
-    secure_kafka.add_user(user, password)
-    conf = write_properties(tmp_path / "job.properties", user_job(
-        secure_kafka, user, password, name, source, tmp_path / "state"))
+    expected = create_input(secure_kafka, source, PARTITIONS, 2000, 30)
+    user, password = new_user(secure_kafka, f"u-{name[-8:]}")
+    conf = write_properties(tmp_path / "job.properties", secured_job(
+        secure_kafka, secure_kafka.user_config(user, password), name, source,
+        tmp_path / "state"))
     env = {**os.environ, PASSWORD_VAR: password}
     printed = subprocess.run([MILLPOND, "acls", "--config", str(conf), "--role", "job",
                               "--format", "json"], cwd=REPO, capture_output=True, text=True,
@@ -63,8 +59,7 @@ def test_a_missing_acl_stops_the_job_naming_it_and_a_restart_after_the_grant_is_
                   and a["operation"] == operation]
     for acl in acls:
         if acl is not withheld:
-            secure_kafka.grant(f"User:{user}", acl["resource"], acl["name"], acl["pattern"],
-                               _kafka_operation(acl["operation"]))
+            change_acl(secure_kafka, f"User:{user}", acl)
 
     began = time.monotonic()
     denied = subprocess.run([MILLPOND, "run", "--config", str(conf), "--bounded"], cwd=REPO,
@@ -80,8 +75,7 @@ def test_a_missing_acl_stops_the_job_naming_it_and_a_restart_after_the_grant_is_
     assert any(f"denied {op} on {resource} {names[kind]}" in errors[0] for op in said), errors[0]
     assert "Traceback" not in denied.stderr
 
-    secure_kafka.grant(f"User:{user}", withheld["resource"], withheld["name"],
-                       withheld["pattern"], _kafka_operation(withheld["operation"]))
+    change_acl(secure_kafka, f"User:{user}", withheld)
     done = subprocess.run([MILLPOND, "run", "--config", str(conf), "--bounded"], cwd=REPO,
                           capture_output=True, text=True, timeout=180, env=env)
     assert done.returncode == 0, done.stderr[-4000:]
