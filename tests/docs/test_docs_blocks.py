@@ -41,13 +41,14 @@ from pathlib import Path
 from unittest import SkipTest
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer
 from sybil import Document, Example, Region, Sybil
 from sybil.parsers.markdown import CodeBlockParser, PythonCodeBlockParser, SkipParser
 from sybil.parsers.markdown.lexers import DirectiveInHTMLCommentLexer, FencedCodeBlockLexer
 
 from millpond.config import Config, ConfigWarning, parse_properties, schema
 from millpond.config.samza_keys import samza_key
+from millpond.kafka.reading import watermarks
 from millpond.metrics.config import parse_reporters
 from millpond.stores.engines.rocksdb_options import RocksDbOptions
 from tests.kafka_util import REPO, OutputLines, read_stable
@@ -106,10 +107,10 @@ class Broker:
         return None if md is None or md.error is not None else len(md.partitions)
 
     def end(self, topic: str) -> int:
-        """Sum of the high watermarks of ``topic`` (0 if it does not exist)."""
+        """Sum of the high watermarks of ``topic`` (0 if it does not exist); a partition whose
+        leader is still being elected (a topic created a moment ago) is asked again."""
         n = self.partitions(topic) or 0
-        return sum(self.consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
-                   for p in range(n))
+        return sum(watermarks(self.consumer, topic, p)[1] for p in range(n))
 
     def records(self, topic: str) -> int:
         return len(read_stable(self.bootstrap, topic)) if self.partitions(topic) else 0
