@@ -175,7 +175,7 @@ class Container:
             window_every_s=job.window_ms / 1000.0 if job.window_ms > 0 else 0.0,
             status_every_s=self.status_every, bounded=self.bounded, task_count=task_count,
             end_grace_s=int(conf.get("heartbeat.interval.ms", 3000)) / 1000.0 + 1.0)
-        self.loop = RunLoop(self.consumer, manager, inputs=self.inputs, serdes=self.serdes,
+        self.loop = RunLoop(manager, inputs=self.inputs, serdes=self.serdes,
                             on_error=self.on_error, faults=self.faults, timing=timing,
                             metrics=self.metrics)
         self.loop.stopping = self._stop_requested

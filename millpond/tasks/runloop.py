@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message
+from confluent_kafka import KafkaError, KafkaException, Message
 
 from millpond.api import SerdePair
 from millpond.kafka.faults import ClientFaults
@@ -57,11 +57,11 @@ class RunLoop:
     """Drives the container's tasks until stopped."""
 
     def __init__(
-        self, consumer: Consumer, manager: TaskManager, *, inputs: list[str],
+        self, manager: TaskManager, *, inputs: list[str],
         serdes: InputSerdes, on_error: ErrorPolicy, faults: ClientFaults, timing: LoopTiming,
         metrics: RuntimeMetrics | None = None,
     ) -> None:
-        self.consumer = consumer
+        self.consumer = manager.consumer
         self.manager = manager
         self.tasks = manager.tasks
         self.opener = manager.opener
