@@ -47,7 +47,11 @@ def _load_config(path: Path, overrides: tuple[str, ...]) -> Any:
 @override_option
 @click.option("--bounded", is_flag=True, help="Stop when every input partition reaches its end.")
 @click.option("--log-level", default="INFO", show_default=True, help="Python logging level.")
-def run(config_path: Path, overrides: tuple[str, ...], bounded: bool, log_level: str) -> None:
+@click.option("--wait-timeout", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
+              help="How long to wait for Kafka at start before giving up (default: as long "
+                   "as it takes, saying so every 30 s).")
+def run(config_path: Path, overrides: tuple[str, ...], bounded: bool, log_level: str,
+        wait_timeout: float | None) -> None:
     """Run a job in the foreground until SIGTERM/SIGINT (or end of input with --bounded)."""
     import logging
     import os
@@ -71,7 +75,7 @@ def run(config_path: Path, overrides: tuple[str, ...], bounded: bool, log_level:
     logging.basicConfig(level=log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = _load_config(config_path, overrides)
-    container = Container(config, bounded=bounded or None)
+    container = Container(config, bounded=bounded or None, wait_timeout_s=wait_timeout)
     container.run(early_signals=early)
 
 

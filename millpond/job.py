@@ -23,6 +23,10 @@ from millpond.kafka.faults import ClientFaults
 from millpond.kafka.reading import restore_consumer
 from millpond.partitioner import librdkafka_setting
 
+# librdkafka waits up to 10 s between attempts to reach a broker that was away (Kafka's Java
+# client: 1 s); after a broker restart that alone delays resuming by up to 10 s.
+CLIENT_DEFAULTS: dict[str, Any] = {"reconnect.backoff.max.ms": 1000}
+
 
 class Job:
     """One job's Kafka client settings, guarantee, names and admin, and its stores' topics.
@@ -36,7 +40,8 @@ class Job:
         system = config.systems.get("kafka")
         self.group_id = f"{config.job.name}-{config.job.id}"
         self.faults = ClientFaults(self.group_id, bootstrap or "")
-        self.client_conf: dict[str, Any] = {**(system.client if system else {}),
+        self.client_conf: dict[str, Any] = {**CLIENT_DEFAULTS,
+                                            **(system.client if system else {}),
                                             "bootstrap.servers": bootstrap,
                                             "error_cb": self.faults.on_client_error}
         self.consumer_conf = {**self.client_conf, **(system.consumer if system else {})}

@@ -26,6 +26,7 @@ DEFAULT_SYSTEM = str_default("job.changelog.system")
 DEFAULT_ID = str_default("job.id")
 DEFAULT_WINDOW_MS = int_default("task.window.ms")
 DEFAULT_COMMIT_MS = int_default("task.commit.ms")
+DEFAULT_TIMEOUT_MS = int_default("task.timeout.ms")
 DEFAULT_GUARANTEE = str_default("task.processing.guarantee")
 DEFAULT_BASE_DIR = str_default("job.logged.store.base.dir")
 DEFAULT_DROP_DESERIALIZATION_ERRORS = bool_default("task.drop.deserialization.errors")
@@ -41,6 +42,7 @@ class JobConfig:
     inputs: list[StreamRef] = field(default_factory=list)
     window_ms: int = DEFAULT_WINDOW_MS  # -1: window() is never called
     commit_ms: int = DEFAULT_COMMIT_MS
+    timeout_ms: int = DEFAULT_TIMEOUT_MS  # how long Kafka may be unreachable while running
     processing_guarantee: str = DEFAULT_GUARANTEE
     logged_store_base_dir: Path = Path(DEFAULT_BASE_DIR)
     changelog_system: str = DEFAULT_SYSTEM
@@ -72,6 +74,7 @@ def parse_job(props: Properties) -> JobConfig:
         inputs=inputs,
         window_ms=get_int(props, "task.window.ms", DEFAULT_WINDOW_MS),
         commit_ms=get_int(props, "task.commit.ms", DEFAULT_COMMIT_MS),
+        timeout_ms=get_int(props, "task.timeout.ms", DEFAULT_TIMEOUT_MS, minimum=0),
         processing_guarantee=get_choice(
             props, "task.processing.guarantee", DEFAULT_GUARANTEE, PROCESSING_GUARANTEES
         ),

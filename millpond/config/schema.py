@@ -109,6 +109,10 @@ KEYS: tuple[Key, ...] = (
     Key("task.commit.ms", "int", "How often each task commits its state, outputs and input "
         "offsets (also on `coordinator.commit()` and before a partition is revoked).", "job",
         default="60000"),
+    Key("task.timeout.ms", "int", "How long a running job rides through Kafka being "
+        "unreachable (a broker restart, an outage, a stalled broker) before it stops with one "
+        "line: tasks that cannot commit are aborted and replayed from their last commit once "
+        "Kafka answers (Kafka Streams' KIP-572 knob).", "job", default="300000"),
     Key("task.processing.guarantee", "choice", "What a crash may repeat: see "
         "[Guarantees](../concepts/guarantees.md).", "job", default="effectively-once",
         choices=("at-least-once", "effectively-once", "exactly-once")),

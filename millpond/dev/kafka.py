@@ -341,7 +341,10 @@ class LocalKafka:
         from millpond.kafka import clients
 
         deadline = time.monotonic() + timeout
-        admin = clients.admin({**self.client_config(), "log_level": 0})
+        # A short reconnect backoff: librdkafka's grows to 10 s while the broker boots, which
+        # would report it ready up to 10 s late.
+        admin = clients.admin({**self.client_config(), "log_level": 0,
+                               "reconnect.backoff.max.ms": 100})
         last_error: Exception | None = None
         while time.monotonic() < deadline:
             pid = self._read_state().get("pid")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
@@ -30,9 +30,32 @@ class TopicAdmin:
         self.faults = faults
         self.bootstrap = str(client_config.get("bootstrap.servers", "?"))
 
-    def _metadata(self, topic: str | None = None) -> Any:
-        """Cluster metadata (of ``topic`` only, if given), within :data:`TIMEOUT`."""
-        deadline = time.monotonic() + TIMEOUT
+    def wait_reachable(self, timeout_s: float | None, say: Callable[[str], None],
+                       every_s: float = 30.0) -> None:
+        """Block until a broker answers, saying ``waiting for Kafka at <bootstrap>: <why>``
+        at most every ``every_s`` seconds; past ``timeout_s`` (None: never) raise
+        :class:`BrokerUnreachableError`. Authentication and TLS failures raise at once."""
+        began = time.monotonic()
+        waited = False
+        while True:
+            left = None if timeout_s is None else timeout_s - (time.monotonic() - began)
+            try:
+                self._metadata(timeout=every_s if left is None else max(0.0, min(every_s, left)))
+            except BrokerUnreachableError as exc:
+                if timeout_s is not None and time.monotonic() - began >= timeout_s:
+                    raise BrokerUnreachableError(
+                        f"no Kafka broker at {self.bootstrap} answered within --wait-timeout "
+                        f"{timeout_s:.0f}s ({exc.reason})") from exc
+                say(f"waiting for Kafka at {self.bootstrap}: {exc.reason}")
+                waited = True
+                continue
+            if waited:
+                say(f"Kafka at {self.bootstrap} answers after {time.monotonic() - began:.0f}s")
+            return
+
+    def _metadata(self, topic: str | None = None, timeout: float = TIMEOUT) -> Any:
+        """Cluster metadata (of ``topic`` only, if given), within ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
         while True:
             if self.faults is not None:
                 self.admin.poll(0)  # serves error_cb, which reports failed authentication
@@ -48,9 +71,9 @@ class TopicAdmin:
                     if self.faults is not None:
                         self.faults.raise_auth()
                     raise BrokerUnreachableError(
-                        f"no Kafka broker at {self.bootstrap} answered within {TIMEOUT:.0f}s "
+                        f"no Kafka broker at {self.bootstrap} answered within {timeout:.0f}s "
                         f"({error.str()}); is it running, and is systems.<system>.bootstrap."
-                        "servers (and security.protocol) right?") from exc
+                        "servers (and security.protocol) right?", reason=error.str()) from exc
 
     def describe_group(self, group: str) -> Any:
         """``group``'s description (members, state), or None if it could not be read; a

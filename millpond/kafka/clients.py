@@ -22,6 +22,8 @@ from typing import Any
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
+from millpond.kafka.outage import LIMITER, LogLimiter, suffix
+
 KAFKA_LOG = logging.getLogger("millpond.kafka")
 
 # librdkafka's thread tag at the start of a line (``[thrd:main]: ``): which of its internal
@@ -37,12 +39,16 @@ class LibrdkafkaLog:
 
     confluent-kafka calls ``log(level, "%s [%s] %s", facility, client_name, text)``.
     ``listener(facility, text)``, if given, sees every line first (a client that must act
-    on what librdkafka only logs)."""
+    on what librdkafka only logs). Lines of one cause (facility and text, numbers blanked)
+    are let through once per 30 s, with a count of the ones dropped: during an outage every
+    client repeats the same failure every second."""
 
     def __init__(self, logger: logging.Logger = KAFKA_LOG,
-                 listener: Callable[[str, str], None] | None = None) -> None:
+                 listener: Callable[[str, str], None] | None = None,
+                 limiter: LogLimiter = LIMITER) -> None:
         self.logger = logger
         self.listener = listener
+        self.limiter = limiter
 
     def log(self, level: int, msg: str, *args: Any) -> None:
         if len(args) != 3:
@@ -55,7 +61,13 @@ class LibrdkafkaLog:
         if level == logging.WARNING and "retrying" in text and any(
                 t in text for t in _TRANSIENT):
             level = logging.INFO
-        self.logger.log(level, "%s %s: %s", name, facility, text)
+        more = ""
+        if level >= logging.INFO:  # debug lines (the `debug` setting) are never dropped
+            dropped = self.limiter.admit(LogLimiter.cause_of(str(facility), text))
+            if dropped is None:
+                return
+            more = suffix(dropped)
+        self.logger.log(level, "%s %s: %s%s", name, facility, text, more)
 
 
 LIBRDKAFKA_LOG = LibrdkafkaLog()

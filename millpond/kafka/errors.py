@@ -75,4 +75,8 @@ class AuthenticationError(KafkaClientError):
 
 
 class BrokerUnreachableError(KafkaClientError):
-    """No broker answered within the time allowed."""
+    """No broker answered within the time allowed (``reason``: the client's last error)."""
+
+    def __init__(self, message: str, reason: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason or message

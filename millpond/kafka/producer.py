@@ -29,6 +29,7 @@ from millpond.kafka.errors import (
     ProducerFencedError,
     TransactionAbortedError,
 )
+from millpond.kafka.outage import LIMITER, is_unavailable, suffix
 
 log = logging.getLogger(__name__)
 
@@ -41,13 +42,19 @@ _ERROR_NAME = re.compile(r"\((\w+_AUTHORIZATION_FAILED)\)")
 
 
 def log_client_error(err: KafkaError) -> None:
-    """Say plainly when Kafka is unreachable; librdkafka keeps retrying by itself."""
-    if err.code() in (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN):
-        log.warning("Kafka broker unreachable (%s); waiting and retrying", err.str())
-    elif err.fatal():
+    """Say plainly when Kafka is unreachable; librdkafka keeps retrying by itself. One line
+    per kind of error per 30 s: every client reports the same outage, every second."""
+    if err.fatal():
         log.error("fatal Kafka client error: %s", err.str())
+        return
+    dropped = LIMITER.admit(f"client error {err.code()}")
+    if dropped is None:
+        return
+    if err.code() in (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN):
+        log.warning("Kafka broker unreachable (%s); waiting and retrying%s", err.str(),
+                    suffix(dropped))
     else:
-        log.warning("Kafka client: %s", err.str())
+        log.warning("Kafka client: %s%s", err.str(), suffix(dropped))
 
 
 class TrackedProducer:
@@ -76,6 +83,7 @@ class TrackedProducer:
         self._failed_topic: str | None = None  # the topic of the first failed delivery
         self._denied_topic: str | None = None  # the topic a transaction was denied
         self._last: dict[tuple[str, int], int] = {}
+        self._unreachable = True  # every failed delivery since the last check: Kafka unreachable
         self.fatal: KafkaError | None = None
         self.sent = 0
         self.acked = 0
@@ -117,6 +125,8 @@ class TrackedProducer:
         try:
             if err is not None:
                 self.delivery_errors += 1
+                if not is_unavailable(err):
+                    self._unreachable = False
                 if is_denied(err) and self._denial is None:
                     self._denial = (err, msg.topic() or "?")
                 if self._failed_topic is None:
@@ -174,6 +184,14 @@ class TrackedProducer:
             except (KafkaException, SystemError) as exc:
                 self._check_fatal(exc)
                 assert isinstance(exc, KafkaException)
+                if self.transactional and (exc.args[0].txn_requires_abort()
+                                           or exc.args[0].code() == KafkaError._STATE):
+                    # The open transaction failed earlier (a delivery error or timeout):
+                    # raise that (a data error), else abort and replay the transaction.
+                    self.raise_errors()
+                    raise TransactionAbortedError(
+                        f"producer {self.name}: the transaction must be aborted "
+                        f"({exc.args[0].str()})", unavailable=True) from exc
                 size = len(value) if value is not None else 0
                 raise DeliveryError(
                     f"Kafka rejected a record for {topic}[{part}] key={(key or b'')[:60]!r} "
@@ -212,6 +230,10 @@ class TrackedProducer:
             raise self._fenced()
         self.raise_errors()
         if remaining:
+            if self.transactional:  # Kafka did not answer: abort and replay the transaction
+                raise TransactionAbortedError(
+                    f"producer {self.name}: {remaining} record(s) not acknowledged within "
+                    f"{timeout:.0f}s", unavailable=True)
             raise DeliveryError(
                 f"{remaining} produced record(s) were not acknowledged within {timeout:.0f}s; "
                 "the commit is abandoned so nothing unacknowledged is checkpointed"
@@ -230,8 +252,15 @@ class TrackedProducer:
             raise denied(err, topic, "Write")
         if self._errors:
             errors, self._errors = self._errors, []
+            unreachable, self._unreachable = self._unreachable, True
             self._failed_topic = None
             more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
+            if unreachable and self.transactional:
+                # Timed out while Kafka was away: nothing is wrong with the records, and the
+                # transaction holding them is aborted and replayed from the last commit.
+                raise TransactionAbortedError(
+                    f"producer {self.name}: Kafka did not acknowledge its records: "
+                    f"{errors[0]}{more}", unavailable=True)
             raise DeliveryError(f"Kafka did not accept a record: {errors[0]}{more}")
 
     def last_offset(self, topic: str, partition: int) -> int | None:
@@ -273,6 +302,7 @@ class TrackedProducer:
     def abort_transaction(self, timeout: float = 30.0) -> None:
         """Abort the open transaction (best effort: a fenced producer has none to abort)."""
         self._errors.clear()
+        self._unreachable = True
         self._denial = self._denied_err = self._failed_topic = self._denied_topic = None
         if self.fatal is not None:
             return

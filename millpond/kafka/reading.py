@@ -14,7 +14,8 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 
 from millpond.kafka import clients
 from millpond.kafka.denials import denied, is_denied
-from millpond.kafka.errors import ReadError
+from millpond.kafka.errors import BrokerUnreachableError, ReadError
+from millpond.kafka.outage import is_unavailable
 
 BATCH = 20_000
 # librdkafka waits fetch.queue.backoff.ms to fetch again once a partition's prefetch queue is
@@ -62,10 +63,11 @@ def watermarks(consumer: Consumer, topic: str, partition: int, timeout: float = 
             error = exc.args[0]
             if is_denied(error):
                 raise denied(error, topic, "Describe") from exc
-            if not (error.retriable() or error.code() in _TRANSIENT):
+            if not (error.retriable() or error.code() in _TRANSIENT or is_unavailable(error)):
                 raise
             if time.monotonic() >= deadline:
-                raise ReadError(
+                kind = BrokerUnreachableError if is_unavailable(error) else ReadError
+                raise kind(
                     f"offsets of {topic}[{partition}] unavailable for {timeout:.0f}s: "
                     f"{error.str()}") from exc
             time.sleep(0.2)
@@ -84,6 +86,7 @@ def read_range(
     consumer.assign([TopicPartition(topic, partition, start)])
     last_progress = time.monotonic()
     position = start
+    unreachable: KafkaError | None = None  # the last "Kafka unreachable" error seen
     try:
         while True:
             # consume() waits for a full batch or the timeout: ask for no more than remain.
@@ -106,6 +109,9 @@ def read_range(
                         continue
                     if is_denied(err):
                         raise denied(err, topic, "Read")
+                    if is_unavailable(err):  # librdkafka reconnects; the stall bound applies
+                        unreachable = err
+                        continue
                     raise ReadError(f"reading {topic}[{partition}]: {err.str()}")
                 if msg.offset() >= end:  # type: ignore[operator]
                     done = True
@@ -123,6 +129,10 @@ def read_range(
             if position >= end:
                 return
             if time.monotonic() - last_progress > timeout:
+                if unreachable is not None:
+                    raise BrokerUnreachableError(
+                        f"reading {topic}[{partition}] stalled at offset {position} before "
+                        f"{end}: Kafka unreachable ({unreachable.str()})")
                 raise ReadError(
                     f"reading {topic}[{partition}] stalled at offset {position} before {end}"
                 )

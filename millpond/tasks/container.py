@@ -25,7 +25,7 @@ import socket
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, KafkaException
 
 from millpond.changelog.generations import current_topics
 from millpond.changelog.restore import RestoreListener
@@ -33,6 +33,7 @@ from millpond.config import Config
 from millpond.job import Job
 from millpond.kafka import clients
 from millpond.kafka.admin import OutputTopics, check_job_topics
+from millpond.kafka.outage import OutageClock
 from millpond.kafka.reading import FETCH_QUEUE_BACKOFF_MS
 from millpond.metrics import Reporter, parse_reporters, start_reporters
 from millpond.serdes import serdes_for
@@ -63,6 +64,7 @@ class Container:
     def __init__(
         self, config: Config, *, bounded: bool | None = None,
         listener: RestoreListener | None = None, status_every: float = STATUS_EVERY_S,
+        wait_timeout_s: float | None = None,
     ) -> None:
         self.config = config
         job = config.job
@@ -86,6 +88,7 @@ class Container:
         self.bounded = bool(bounded if bounded is not None else config.get("task.bounded") == "true")
         self.listener = listener or load_restore_listener(config)
         self.status_every = status_every
+        self.wait_timeout_s = wait_timeout_s  # how long to wait for Kafka at start (None: ever)
         self.group_id = self.job.group_id
         self.checkpoint_topic = self.job.checkpoint_topic
         self.tasks: dict[int, TaskInstance] = {}
@@ -142,6 +145,7 @@ class Container:
 
     def _run(self) -> None:
         admin = self.job.admin
+        admin.wait_reachable(self.wait_timeout_s, log.warning)
         self.restore_consumer = self.job.consumer()
         topics = current_topics(admin, self.restore_consumer, self.config, self.checkpoint_topic)
         changelogs = {topics[name]: cfg for name, cfg in self.config.stores.items()
@@ -164,8 +168,12 @@ class Container:
             "isolation.level": self.guarantee.isolation,
             "enable.partition.eof": self.bounded,
         }
+        self._consumer_conf = conf
         self.consumer = clients.consumer(conf)
-        opener = TaskOpener(lambda p: open_task(context, p), reopen_hold_s(self.consumer_conf))
+        outage = OutageClock(self.config.job.timeout_ms / 1000.0,
+                             self.client_conf["bootstrap.servers"])
+        opener = TaskOpener(lambda p: open_task(context, p), reopen_hold_s(self.consumer_conf),
+                            outage)
         self.manager = manager = TaskManager(
             self.tasks, self.consumer, opener, CommitProtocol(self.consumer, self.checkpoint_topic),
             self.inputs, self.metrics)
@@ -177,7 +185,7 @@ class Container:
             end_grace_s=int(conf.get("heartbeat.interval.ms", 3000)) / 1000.0 + 1.0)
         self.loop = RunLoop(manager, inputs=self.inputs, serdes=self.serdes,
                             on_error=self.on_error, faults=self.faults, timing=timing,
-                            metrics=self.metrics)
+                            metrics=self.metrics, rejoin=self._rejoin)
         self.loop.stopping = self._stop_requested
         subscribe(self.consumer, self.inputs[0], manager, self.faults)
         try:
@@ -190,6 +198,18 @@ class Container:
             manager.commit()
         finally:
             self._shutdown()
+
+    def _rejoin(self) -> None:
+        """Replace a group consumer that failed for good with a new one in the same group."""
+        assert self.manager is not None and self.consumer is not None
+        old = self.consumer
+        try:
+            old.close()
+        except (KafkaException, RuntimeError) as exc:
+            log.debug("closing the failed consumer: %s", exc)
+        self.consumer = clients.consumer(self._consumer_conf)
+        self.manager.replace_consumer(self.consumer)
+        subscribe(self.consumer, self.inputs[0], self.manager, self.faults)
 
     def _open_context(self, outputs: OutputTopics) -> OpenContext:
         assert self.restore_consumer is not None

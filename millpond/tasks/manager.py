@@ -13,12 +13,13 @@ is still ours: a paused process that resumes cannot make its writes visible.
 from __future__ import annotations
 
 import logging
+import time
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from millpond.tasks.commit import CommitFailure, CommitProtocol
 from millpond.tasks.instance import TaskInstance, log_task_summary
-from millpond.tasks.opening import TaskOpener
+from millpond.tasks.opening import RETRY_S, TaskOpener, unreachable
 from millpond.tasks.telemetry import RuntimeMetrics
 
 log = logging.getLogger("millpond.container")
@@ -108,25 +109,39 @@ class TaskManager:
         """Commit ``tasks`` (default: all open); close the ones that failed, reopen later."""
         tasks = list(self.tasks.values()) if tasks is None else tasks
         if tasks:
-            for failure in self.committer.commit(tasks):
+            failures = self.committer.commit(tasks)
+            if len(failures) < len(tasks):
+                self.opener.outage.available()
+            for failure in failures:
                 self.failed(failure)
 
     def failed(self, failure: CommitFailure) -> None:
         """``failure.task`` cannot commit (fenced, aborted): close it without committing and
-        open it again from its checkpoint (after the next rebalance when it may have moved)."""
+        open it again from its checkpoint (after the next rebalance when it may have moved;
+        as soon as Kafka answers when it was unreachable)."""
         t = failure.task
-        hold = self.opener.hold_s if failure.hold else 0.0
-        log.warning("transaction of task %s aborted, nothing of it is visible (%s); "
-                    "restoring it from the checkpoint%s", t.name, failure.error,
-                    " after the next rebalance" if hold else "")
-        self.close(t.partition)
+        if unreachable(failure.error):
+            hold = RETRY_S
+            last = t.metrics.last_commit_time  # the outage began after it, at the latest
+            self.opener.outage.unavailable(
+                f"task {t.name} aborted and will replay from its last commit: {failure.error}",
+                ago_s=time.time() - last if last is not None else 0.0)
+        else:
+            hold = self.opener.hold_s if failure.hold else 0.0
+            log.warning("transaction of task %s aborted, nothing of it is visible (%s); "
+                        "restoring it from the checkpoint%s", t.name, failure.error,
+                        " after the next rebalance" if hold else "")
+        # Kafka away: no abort (it would wait for it); the next open's init_transactions
+        # aborts the transaction anyway.
+        self.close(t.partition, abort=not unreachable(failure.error))
         self.consumer.pause(self.inputs_of([t.partition]))
         self.opener.add(t.partition, hold)
 
-    def close(self, partition: int) -> None:
+    def close(self, partition: int, abort: bool = True) -> None:
         """Close a task without committing: its open transaction (empty right after a
-        commit) is aborted, its stores are closed as they are (the next open recovers them
-        from the last commit)."""
+        commit) is aborted (``abort``; else left to the next owner's ``init_transactions``),
+        its stores are closed as they are (the next open recovers them from the last
+        commit)."""
         instance = self.tasks.pop(partition, None)
         if instance is None:
             return
@@ -136,8 +151,18 @@ class TaskManager:
             instance.task.close()
         finally:
             instance.close_storage()
-            instance.producer.abort_transaction(5)
+            if abort:
+                instance.producer.abort_transaction(5)
             instance.producer.discard()
+
+    def replace_consumer(self, consumer: Consumer) -> None:
+        """The group consumer failed for good: close every task without committing (its
+        partitions were lost with the membership) and carry on with ``consumer``."""
+        self.opener.close()
+        for p in list(self.tasks):
+            self.close(p, abort=False)
+        self.consumer = consumer
+        self.committer.consumer = consumer
 
     def shutdown(self) -> None:
         """Log each task's summary, abandon openings and close every task (no commit)."""

@@ -26,7 +26,12 @@ from millpond.changelog.guarantees import Guarantee
 from millpond.changelog.restore import RestoreListener, RestoreStats
 from millpond.config import Config
 from millpond.kafka.admin import OutputTopics
-from millpond.kafka.errors import ProducerFencedError, TransactionAbortedError
+from millpond.kafka.errors import (
+    BrokerUnreachableError,
+    ProducerFencedError,
+    TransactionAbortedError,
+)
+from millpond.kafka.outage import OutageClock
 from millpond.kafka.producer import TrackedProducer
 from millpond.kafka.reading import watermarks
 from millpond.sideinputs.reader import SideInputReader
@@ -48,6 +53,17 @@ def reopen_hold_s(consumer_conf: dict[str, Any]) -> float:
     return 2 * int(consumer_conf.get("heartbeat.interval.ms", 3000)) / 1000.0 + 1.0
 
 Opening = Generator[object, None, TaskInstance]
+
+# How soon a task whose commit or opening failed because Kafka was unreachable is opened
+# again: each try waits for Kafka itself (init_transactions), so it resumes as Kafka answers.
+RETRY_S = 1.0
+INIT_TIMEOUT_S = 30.0
+
+
+def unreachable(exc: BaseException) -> bool:
+    """True if ``exc`` means Kafka did not answer (retry), not that the task moved."""
+    return isinstance(exc, BrokerUnreachableError) or (
+        isinstance(exc, TransactionAbortedError) and exc.unavailable)
 
 
 @dataclass
@@ -91,7 +107,7 @@ def open_task(ctx: OpenContext, partition: int) -> Opening:
     producer = ctx.new_producer(partition)
     began = time.monotonic()
     try:
-        producer.init_transactions()
+        producer.init_transactions(INIT_TIMEOUT_S)
         producer.begin_transaction()  # recovery may re-write keys (trim) inside it
         yield None
         checkpoints = read_checkpoints(ctx.restore_consumer, ctx.checkpoint_topic, [partition])
@@ -157,9 +173,11 @@ def start_positions(
 class TaskOpener:
     """The queue of tasks to open, advanced by the run loop within a time budget."""
 
-    def __init__(self, open_steps: Callable[[int], Opening], hold_s: float) -> None:
+    def __init__(self, open_steps: Callable[[int], Opening], hold_s: float,
+                 outage: OutageClock | None = None) -> None:
         self._open_steps = open_steps
         self.hold_s = hold_s
+        self.outage = outage or OutageClock(0.0, "?")
         self._queue: dict[int, float] = {}  # partition -> monotonic time it may start
         self._current: tuple[int, Opening] | None = None
         # The opening task's restores so far, per store (read by metrics): the last stats
@@ -219,9 +237,14 @@ class TaskOpener:
                     self.progress[step.store] = step
             except StopIteration as done:
                 self._current = None
+                self.outage.available()
                 ready.append(done.value)
-            except (ProducerFencedError, TransactionAbortedError) as exc:
+            except (ProducerFencedError, TransactionAbortedError, BrokerUnreachableError) as exc:
                 self._current = None
+                if unreachable(exc):
+                    self.outage.unavailable(f"opening task {task_name(partition)}: {exc}")
+                    self.add(partition, RETRY_S)
+                    continue
                 log.info("task %s: opening interrupted (%s); retrying after a rebalance or "
                          "%.0fs", task_name(partition), exc, self.hold_s)
                 self.add(partition, self.hold_s)

@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from confluent_kafka import KafkaError, KafkaException, Message
+from confluent_kafka import Consumer, KafkaError, Message
 
 from millpond.api import SerdePair
+from millpond.kafka.errors import KafkaClientError
 from millpond.kafka.faults import ClientFaults
+from millpond.kafka.outage import LIMITER, suffix
 from millpond.kafka.reading import input_lag
 from millpond.tasks.commit import CommitFailure
 from millpond.tasks.faults import crash_point
@@ -33,6 +36,14 @@ log = logging.getLogger("millpond.container")
 POLL_BATCH = 1000
 POLL_TIMEOUT_S = 0.1
 OPEN_BUDGET_S = 0.2  # time given to opening tasks (restore batches) per iteration
+
+
+def static_member_fenced(err: KafkaError) -> bool:
+    """True if the group consumer was fenced by another member with its ``group.instance.id``:
+    after its session timed out during an outage, its own rejoin replaced it (librdkafka
+    then fails the consumer for good; a new one rejoins at once as the same static member)."""
+    return err.code() == KafkaError.FENCED_INSTANCE_ID or (
+        err.code() == KafkaError._FATAL and "group.instance.id" in err.str())
 
 
 class InputSerdes(Protocol):
@@ -59,10 +70,10 @@ class RunLoop:
     def __init__(
         self, manager: TaskManager, *, inputs: list[str],
         serdes: InputSerdes, on_error: ErrorPolicy, faults: ClientFaults, timing: LoopTiming,
-        metrics: RuntimeMetrics | None = None,
+        metrics: RuntimeMetrics | None = None, rejoin: Callable[[], None] | None = None,
     ) -> None:
-        self.consumer = manager.consumer
         self.manager = manager
+        self._rejoin = rejoin  # replaces a group consumer fenced by its own static instance id
         self.tasks = manager.tasks
         self.opener = manager.opener
         self.inputs = inputs
@@ -75,6 +86,11 @@ class RunLoop:
         self.last_commit = time.monotonic()
         self._eof: set[tuple[str, int]] = set()
         self._at_end_since: float | None = None
+
+    @property
+    def consumer(self) -> Consumer:
+        """The group consumer (the manager's: it is replaced when fenced)."""
+        return self.manager.consumer
 
     def run(self) -> None:
         """Iterate until :attr:`stopping` is set."""
@@ -92,6 +108,7 @@ class RunLoop:
     def iterate(self) -> None:
         """One poll, open, dispatch, window and commit round."""
         self._faults.check()
+        self.opener.outage.check()
         msgs = self.consumer.consume(POLL_BATCH, POLL_TIMEOUT_S)
         self._faults.check()  # a rebalance callback may have failed inside consume()
         if self.opener.pending:
@@ -152,6 +169,7 @@ class RunLoop:
     def _dispatch(self, msgs: list[Message]) -> None:
         tasks = self.tasks
         runs: dict[int, list[Message]] = {}
+        fenced: KafkaError | None = None
         for msg in msgs:
             err = msg.error()
             if err is None:
@@ -164,10 +182,21 @@ class RunLoop:
                     self._eof.add((msg.topic() or "", msg.partition() or 0))
             elif (denial := self._faults.consumer_error(err, msg.topic())) is not None:
                 raise denial
-            elif err.fatal():
-                raise KafkaException(err)
-            else:
-                log.warning("consumer: %s", err.str())
+            elif static_member_fenced(err) and self._rejoin is not None:
+                fenced = err
+            elif err.fatal() or err.code() == KafkaError._FATAL:
+                raise KafkaClientError(f"the job's group consumer failed fatally: {err.str()} "
+                                       "(state is safe: the next start restores from the last "
+                                       "commit)")
+            elif (dropped := LIMITER.admit(f"consumer {err.code()}")) is not None:
+                log.warning("consumer: %s%s", err.str(), suffix(dropped))
+        if fenced is not None and self._rejoin is not None:
+            log.warning("the group consumer was fenced by its own static membership (%s): the "
+                        "group coordinator lost this process's session (a broker restart or "
+                        "outage); rejoining with a new consumer, tasks restore from their last "
+                        "commit", fenced.str())
+            self._rejoin()
+            return
         for partition, run in runs.items():
             task = tasks.get(partition)
             done = 0

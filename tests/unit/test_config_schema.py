@@ -44,6 +44,7 @@ task.class=examples.page_view_counter.PageViewCounter
 task.inputs=kafka.page-views
 task.window.ms=1000
 task.commit.ms=5000
+task.timeout.ms=120000
 task.processing.guarantee=exactly-once
 task.drop.deserialization.errors=true
 task.dlq.stream=kafka.dead-letters

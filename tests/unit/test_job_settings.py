@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from millpond.config import Config
 from millpond.config.properties import parse_properties
-from millpond.job import Job
+from millpond.job import CLIENT_DEFAULTS, Job
 
 BASE = """\
 job.name=counts
@@ -48,7 +48,7 @@ def test_keys_that_are_no_librdkafka_setting_stay_out_of_the_clients() -> None:
             "systems.kafka.streams.in.samza.msg.serde=json\n"
             "systems.kafka.default.stream.replication.factor=1\n")
     for conf in (j.client_conf, j.consumer_conf, j.producer_conf):
-        assert set(conf) - {"partitioner", "error_cb"} == {"bootstrap.servers"}, conf
+        assert set(conf) - {"partitioner", "error_cb", *CLIENT_DEFAULTS} == {"bootstrap.servers"}, conf
 
 
 def test_readers_use_a_group_id_of_the_job() -> None:
