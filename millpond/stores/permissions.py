@@ -102,7 +102,7 @@ def ensure_dirs(path: Path, root: Path, mode: int) -> None:
     chain = [path, *path.parents]
     if root not in chain:
         raise ValueError(f"{path} is not under {root}")
-    missing = []
+    missing: list[Path] = []
     for d in chain:
         if d.is_dir():
             break
