@@ -35,8 +35,9 @@ def file_mode(dir_mode: int) -> int:
 
 
 def mode_of(path: Path) -> int:
-    """The permission bits of ``path`` (following no symlink)."""
-    return stat.S_IMODE(os.lstat(path).st_mode)
+    """The permission bits of ``path`` (of its target if it is a symlink: a store directory
+    may be a link to another disk)."""
+    return stat.S_IMODE(os.stat(path).st_mode)
 
 
 def _chmod(path: Path | str, mode: int, current: int) -> bool:
@@ -45,20 +46,16 @@ def _chmod(path: Path | str, mode: int, current: int) -> bool:
     if current == mode:
         return False
     try:
-        os.chmod(path, mode, follow_symlinks=False)
+        os.chmod(path, mode)
     except FileNotFoundError:
         return False
-    except NotImplementedError:  # a platform without lchmod: never follow a link
-        if os.path.islink(path):
-            return False
-        os.chmod(path, mode)
     return True
 
 
 def apply(directory: Path, mode: int, *, recursive: bool = False) -> int:
     """Give ``directory`` ``mode`` and each entry in it ``mode`` (directories) or
-    :func:`file_mode` (files); symlinks are left alone. Returns how many entries changed.
-    A missing ``directory`` is nothing to do."""
+    :func:`file_mode` (files); symlinks in it are left alone (``directory`` itself may be
+    one). Returns how many entries changed. A missing ``directory`` is nothing to do."""
     try:
         changed = int(_chmod(directory, mode, mode_of(directory)))
         entries = list(os.scandir(directory))

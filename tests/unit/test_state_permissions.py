@@ -196,3 +196,31 @@ def test_a_local_backup_location_gets_the_mode(tmp_path: Path, mode: int) -> Non
     finally:
         engine.close()
         lock.release()
+
+
+def test_links_are_followed_only_where_the_state_is_placed(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A job directory may be a symlink to another disk: its target gets the mode (once, not
+    at every open). A symlink inside the state is not followed: its target is not millpond's."""
+    disk, outside = tmp_path / "disk", tmp_path / "outside.txt"
+    disk.mkdir(mode=0o755)
+    disk.chmod(0o755)
+    outside.write_text("not millpond's")
+    outside.chmod(0o644)
+    base = tmp_path / "state"
+    base.mkdir()
+    (base / "j").symlink_to(disk)
+    live = local.store_dir(base, "j", "s", 0)
+    with caplog.at_level(logging.INFO, logger="millpond.stores.permissions"):
+        for _ in range(2):
+            lock = local.StoreLock(live)
+            lock.acquire()
+            (live.parent / "link").unlink(missing_ok=True)
+            (live.parent / "link").symlink_to(outside)
+            lock.release()
+    assert stat.S_IMODE(disk.stat().st_mode) == 0o750
+    assert len(caplog.records) == 1, [r.getMessage() for r in caplog.records]
+    permissions.apply(live.parent, 0o700, recursive=True)
+    assert stat.S_IMODE(outside.stat().st_mode) == 0o644
+    assert stat.S_IMODE(live.parent.stat().st_mode) == 0o700
