@@ -9,7 +9,10 @@ Layout, per store partition (``<uri>/<job>-<id>/<store>/partition-<N>/``):
   ``OPTIONS-*``, the WAL, ``OFFSET``...), and ``snapshot.json`` (:mod:`.manifest`),
   written last: a snapshot directory without it is an interrupted upload, never used.
 
-The same code serves ``file://`` and ``s3://`` (s3fs) and any other fsspec filesystem.
+The same code serves ``file://`` and ``s3://`` (s3fs) and any other fsspec filesystem. In a
+``file://`` location, ``<job>-<id>`` and everything under it get ``job.state.permissions``
+(:mod:`millpond.stores.permissions`); an object store's access is its own (bucket policy, the
+credentials s3fs finds: ``job.state.backup.options.*`` or else botocore's chain).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from millpond.changelog import local
 from millpond.changelog.checkpoint import task_name
 from millpond.changelog.snapshots import SnapshotRef
 from millpond.config import BackupConfig, Config
+from millpond.stores import permissions
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +71,10 @@ class BackupLocation:
     """The snapshots of one job under ``uri``; implements
     :class:`millpond.changelog.snapshots.RemoteSnapshots`."""
 
-    def __init__(self, uri: str, job: str, options: dict[str, Any] | None = None) -> None:
+    def __init__(self, uri: str, job: str, options: dict[str, Any] | None = None,
+                 mode: int = permissions.DEFAULT_DIR_MODE) -> None:
         self.uri = uri
+        self.mode = mode  # of a local location's directories (files: without x)
         self.fs, root = _filesystem(uri, options or {})
         self.local = "file" in (self.fs.protocol if isinstance(self.fs.protocol, tuple)
                                 else (self.fs.protocol,))
@@ -81,22 +87,32 @@ class BackupLocation:
         backup = backup or config.backup
         if backup is None:
             raise BackupUnavailableError("job.state.backup.uri is not set")
-        return cls(backup.uri, f"{config.job.name}-{config.job.id}", backup.options)
+        return cls(backup.uri, f"{config.job.name}-{config.job.id}", backup.options,
+                   config.job.state_permissions)
 
     # -- paths ------------------------------------------------------------------------------
     def partition_root(self, store: str, partition: int) -> str:
         return f"{self.root}/{store}/{task_name(partition)}"
 
+    def _local_parent(self, path: str) -> None:
+        """In a local location: create ``path``'s directory (and the job's) with
+        :attr:`mode`, or give existing ones that mode."""
+        permissions.ensure_dirs(Path(path).parent, Path(self.root), self.mode)
+
     def _put(self, src: Path, dest: str) -> None:
         if self.local:
-            self.fs.makedirs(dest.rsplit("/", 1)[0], exist_ok=True)
+            self._local_parent(dest)
         self.fs.put_file(str(src), dest)
+        if self.local:
+            os.chmod(dest, permissions.file_mode(self.mode))
 
     def put_bytes(self, path: str, data: bytes) -> None:
         """Write ``data`` to the remote ``path`` (a full path under :attr:`root`)."""
         if self.local:
-            self.fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+            self._local_parent(path)
         self.fs.pipe_file(path, data)
+        if self.local:
+            os.chmod(path, permissions.file_mode(self.mode))
 
     def _ls(self, path: str) -> list[dict[str, Any]]:
         self.fs.invalidate_cache(path)
@@ -252,7 +268,8 @@ class BackupLocation:
             raise SnapshotCorruptError(f"{what}: its manifest has gone")
         tmp = dest.with_name(dest.name + ".download")
         local.wipe(tmp)
-        tmp.mkdir(parents=True)
+        mode = local.store_mode(dest)
+        permissions.make_dir(tmp, mode)
         root = self.partition_root(ref.store, ref.partition)
 
         def one(f: FileEntry) -> int:
@@ -277,6 +294,7 @@ class BackupLocation:
         pool = ThreadPoolExecutor(FETCH_THREADS, thread_name_prefix="millpond-backup-fetch")
         try:
             total = sum(future.result() for future in [pool.submit(one, f) for f in files])
+            permissions.apply(tmp, mode)
             os.replace(tmp, dest)
         except BaseException:
             pool.shutdown(wait=True, cancel_futures=True)  # no file is written after the wipe

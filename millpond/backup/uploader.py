@@ -28,6 +28,7 @@ from millpond.backup.manifest import Manifest
 from millpond.changelog import local
 from millpond.changelog.checkpoint import read_offset_file
 from millpond.changelog.errors import CheckpointError
+from millpond.stores import permissions
 
 log = logging.getLogger(__name__)
 
@@ -36,14 +37,16 @@ STAGING_SUFFIX = ".backup"
 
 def stage_checkpoint(checkpoint: Path, stage: Path) -> None:
     """A private copy of ``checkpoint`` in the new directory ``stage``: SST files (immutable)
-    are hard-linked, the rest copied."""
+    are hard-linked, the rest copied; with the modes of the store's directory."""
     local.wipe(stage)
-    stage.mkdir(parents=True)
+    mode = local.store_mode(stage)
+    permissions.make_dir(stage, mode)
     for entry in checkpoint.iterdir():
         if entry.suffix == ".sst":
             os.link(entry, stage / entry.name)
         else:
             shutil.copy2(entry, stage / entry.name)
+    permissions.apply(stage, mode)
 
 
 class UploadObserver(Protocol):

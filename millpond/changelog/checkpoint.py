@@ -24,6 +24,7 @@ from typing import Any
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE
 
 from millpond.changelog.errors import CheckpointError
+from millpond.stores import permissions
 
 OFFSET_FILE = "OFFSET"
 NO_OFFSET = -1
@@ -97,9 +98,11 @@ class StoreOffset:
 
 
 def write_offset_file(store_dir: Path, offset: StoreOffset) -> None:
-    """Atomically write ``OFFSET`` in ``store_dir`` (temp file, fsync, rename, fsync dir)."""
+    """Atomically write ``OFFSET`` in ``store_dir`` (temp file, fsync, rename, fsync dir),
+    with the file mode of the store's directory (``store_dir``'s parent)."""
     tmp = store_dir / f".{OFFSET_FILE}.tmp"
-    with open(tmp, "w") as fh:
+    mode = permissions.file_mode(permissions.mode_of(store_dir.parent))
+    with open(permissions.create_file(tmp, mode), "w") as fh:
         fh.write(offset.to_json())
         fh.flush()
         os.fsync(fh.fileno())

@@ -1,6 +1,8 @@
 """Local store directories: where they live, who holds them, and their checkpoints.
 
-A task's store lives in ``<base>/<job>/<store>/partition-<N>``. Beside it,
+A task's store lives in ``<base>/<job>/<store>/partition-<N>``, everything under
+``<base>/<job>`` with the job's ``job.state.permissions`` (:mod:`millpond.stores.permissions`;
+what is created beside a store takes the mode of the store's directory). Beside it,
 ``partition-<N>.checkpoint`` is a RocksDB checkpoint (hard-linked SST files) taken at
 the last commit, with its own ``OFFSET``. After a crash the live directory may hold
 writes past the last commit; the checkpoint never does, so recovery starts from it.
@@ -16,6 +18,7 @@ from typing import IO
 
 from millpond.changelog.checkpoint import task_name
 from millpond.changelog.errors import StoreLockedError
+from millpond.stores import permissions
 
 CHECKPOINT_SUFFIX = ".checkpoint"
 
@@ -30,17 +33,37 @@ def checkpoint_dir(live: Path) -> Path:
     return live.with_name(live.name + CHECKPOINT_SUFFIX)
 
 
-class StoreLock:
-    """An exclusive lock on a store directory, held while a task has it open."""
+def job_dir(live: Path) -> Path:
+    """``<base>/<job>``, the directory holding all of a job's stores, of the store at ``live``."""
+    return live.parent.parent
 
-    def __init__(self, live: Path) -> None:
+
+def store_mode(live: Path) -> int:
+    """The directory mode of the store at ``live``: that of its ``<base>/<job>/<store>``."""
+    return permissions.mode_of(live.parent)
+
+
+class StoreLock:
+    """An exclusive lock on a store directory, held while a task has it open. Taking it
+    creates the job's and the store's directories with ``mode`` (``job.state.permissions``),
+    or gives existing ones that mode."""
+
+    def __init__(self, live: Path, mode: int = permissions.DEFAULT_DIR_MODE) -> None:
         self.path = live.with_name(live.name + ".lock")
+        self.mode = mode
         self._fh: IO[str] | None = None
 
     def acquire(self) -> None:
         """Take the lock or raise :class:`StoreLockedError` naming the holder."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fh = open(self.path, "a+")  # noqa: SIM115 - held until release()
+        permissions.ensure_dirs(self.path.parent, job_dir(self.path), self.mode)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
+                     permissions.file_mode(self.mode))
+        try:
+            os.fchmod(fd, permissions.file_mode(self.mode))
+        except BaseException:
+            os.close(fd)
+            raise
+        fh = open(fd, "r+")  # noqa: SIM115 - held until release()
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -75,12 +98,14 @@ def replace_with_checkpoint(live: Path) -> bool:
     if not ckpt.is_dir():
         return False
     wipe(live)
-    live.mkdir(parents=True)
+    mode = store_mode(live)
+    permissions.make_dir(live, mode)
     for entry in ckpt.iterdir():
         if entry.suffix == ".sst":
             os.link(entry, live / entry.name)
         else:
             shutil.copy2(entry, live / entry.name)
+    permissions.apply(live, mode)
     return True
 
 
@@ -91,7 +116,9 @@ def wipe(path: Path) -> None:
 
 
 def install_checkpoint(tmp: Path, live: Path) -> None:
-    """Atomically make the freshly written ``tmp`` the checkpoint of ``live``."""
+    """Atomically make the freshly written ``tmp`` the checkpoint of ``live`` (given the
+    store's modes first: RocksDB created it with the umask's)."""
+    permissions.apply(tmp, store_mode(live))
     ckpt = checkpoint_dir(live)
     old = ckpt.with_name(ckpt.name + ".old")
     wipe(old)

@@ -14,6 +14,7 @@ from millpond.config.values import (
     get_bool,
     get_choice,
     get_int,
+    get_mode,
     get_stream,
     missing,
     parse_stream,
@@ -29,6 +30,8 @@ DEFAULT_COMMIT_MS = int_default("task.commit.ms")
 DEFAULT_TIMEOUT_MS = int_default("task.timeout.ms")
 DEFAULT_GUARANTEE = str_default("task.processing.guarantee")
 DEFAULT_BASE_DIR = str_default("job.logged.store.base.dir")
+STATE_PERMISSIONS = "job.state.permissions"
+DEFAULT_STATE_PERMISSIONS = int(str_default(STATE_PERMISSIONS), 8)
 DEFAULT_DROP_DESERIALIZATION_ERRORS = bool_default("task.drop.deserialization.errors")
 
 
@@ -45,6 +48,8 @@ class JobConfig:
     timeout_ms: int = DEFAULT_TIMEOUT_MS  # how long Kafka may be unreachable while running
     processing_guarantee: str = DEFAULT_GUARANTEE
     logged_store_base_dir: Path = Path(DEFAULT_BASE_DIR)
+    # mode of the state's directories (files: the same without x), job.state.permissions
+    state_permissions: int = DEFAULT_STATE_PERMISSIONS
     changelog_system: str = DEFAULT_SYSTEM
     drop_deserialization_errors: bool = DEFAULT_DROP_DESERIALIZATION_ERRORS
     dlq_stream: StreamRef | None = None
@@ -79,6 +84,7 @@ def parse_job(props: Properties) -> JobConfig:
             props, "task.processing.guarantee", DEFAULT_GUARANTEE, PROCESSING_GUARANTEES
         ),
         logged_store_base_dir=Path(base_dir or DEFAULT_BASE_DIR),
+        state_permissions=get_mode(props, STATE_PERMISSIONS, DEFAULT_STATE_PERMISSIONS),
         changelog_system=props.get("job.changelog.system", "").strip() or DEFAULT_SYSTEM,
         drop_deserialization_errors=get_bool(props, "task.drop.deserialization.errors",
                                              DEFAULT_DROP_DESERIALIZATION_ERRORS),

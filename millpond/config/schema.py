@@ -134,6 +134,11 @@ KEYS: tuple[Key, ...] = (
         choices=("murmur2", "consistent_random", "murmur2_random")),
     Key("job.logged.store.base.dir", "path", "Local stores live in "
         "`<dir>/<job>/<store>/partition-<N>`.", "job", default="state"),
+    Key("job.state.permissions", "string", "Octal mode of every directory millpond writes "
+        "under `<job.logged.store.base.dir>/<job>` and in a `file://` backup location; files "
+        "get it without execute bits (`0640`), other users get nothing. The owner needs "
+        "`7`; `0700` makes the state the owner's alone. See "
+        "[Security](../operations/security.md#data-at-rest).", "job", default="0750"),
     Key("job.changelog.system", "string", "The system of changelog names written without one; "
         "when set, a store without `changelog` gets `<job.name>-<job.id>-<store>-changelog`.",
         "job", default="kafka"),

@@ -94,6 +94,25 @@ def get_bool(props: Properties, key: str, default: bool) -> bool:
     return _BOOLS[value.strip().lower()]
 
 
+def get_mode(props: Properties, key: str, default: int) -> int:
+    """An octal permission mode for directories (``0750``): the owner needs rwx."""
+    value = props.get(key)
+    if value is None:
+        return default
+    digits = value.strip()
+    digits = digits[2:] if digits[:2] in ("0o", "0O") else digits
+    if not (3 <= len(digits) <= 4 and all(c in "01234567" for c in digits)):
+        raise error(props, key, f"expected an octal mode such as 0750, got {value!r}")
+    mode = int(digits, 8)
+    if mode > 0o777:
+        raise error(props, key, f"{value!r} sets special bits (setuid, setgid or sticky); give "
+                                "the permission bits only, such as 0750")
+    if mode & 0o700 != 0o700:
+        raise error(props, key, f"{value!r} does not give the owner rwx (7 as the first "
+                                "digit): millpond reads and writes its own directories")
+    return mode
+
+
 def get_choice(props: Properties, key: str, default: str, choices: Sequence[str]) -> str:
     value = props.get(key, default).strip()
     if value not in choices:

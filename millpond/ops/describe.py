@@ -102,7 +102,7 @@ def read_store(
                                cfg.name, p)
         if not live.exists():
             continue
-        lock = local.StoreLock(live)
+        lock = local.StoreLock(live, job.config.job.state_permissions)
         lock.acquire()
         if read_offset_file_quiet(live) is None:
             warnings.warn(

@@ -118,7 +118,7 @@ def reseed_from_local(job: Job, store: str | None = None) -> dict[str, int]:
         for p in parts:
             live = local.store_dir(job.config.job.logged_store_base_dir, job.config.job.name,
                                    cfg.name, p)
-            lock = local.StoreLock(live)
+            lock = local.StoreLock(live, job.config.job.state_permissions)
             lock.acquire()
             try:
                 if local_start(live, topic, p) is None:

@@ -18,7 +18,7 @@ from millpond.changelog import local
 from millpond.changelog.checkpoint import StoreOffset, read_offset_file, write_offset_file
 from millpond.changelog.errors import ChangelogError
 from millpond.spark.errors import StateDirError
-from millpond.stores import RocksDbEngine, RocksDbOptions
+from millpond.stores import RocksDbEngine, RocksDbOptions, permissions
 
 REBUILD_SUFFIX = ".rebuild"
 TTL_SUFFIX_BYTES = 4  # RocksDB's TTL mode appends a 4-byte write time to every value
@@ -38,6 +38,7 @@ class DirWriter:
     topic: str
     options: RocksDbOptions
     dirs: dict[int, Path]
+    mode: int = permissions.DEFAULT_DIR_MODE  # job.state.permissions
 
     def __post_init__(self) -> None:
         self._locks: list[local.StoreLock] = []
@@ -46,7 +47,7 @@ class DirWriter:
         """Take every partition's store lock (StateDirError if a task holds one)."""
         try:
             for live in self.dirs.values():
-                lock = local.StoreLock(live)
+                lock = local.StoreLock(live, self.mode)
                 lock.acquire()
                 self._locks.append(lock)
         except ChangelogError as exc:
@@ -108,12 +109,14 @@ class DirWriter:
         tmp = self._tmp(partition)
         local.wipe(tmp)
         try:
+            permissions.make_dir(tmp, local.store_mode(tmp))
             return RocksDbEngine(tmp, self.options)
         except Exception as exc:
             raise StateDirError(f"cannot create store directory {tmp}: {exc}") from exc
 
     def _install(self, partition: int, live: Path, offset: int) -> None:
         tmp = self._tmp(partition)
+        permissions.apply(tmp, local.store_mode(tmp))
         write_offset_file(tmp, StoreOffset(self.store, self.topic, partition, offset))
         local.wipe(live)
         os.replace(tmp, live)

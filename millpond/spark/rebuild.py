@@ -141,7 +141,7 @@ def dir_writer(
     base = config.job.logged_store_base_dir if rocksdb_dirs is True else Path(str(rocksdb_dirs))
     dirs = partition_dirs(base, config.job.name, store, partitions)
     options = RocksDbOptions.from_store_properties(cfg.properties)
-    return DirWriter(store, topic, options, dirs)
+    return DirWriter(store, topic, options, dirs, config.job.state_permissions)
 
 
 def _run(

@@ -42,3 +42,8 @@ class StoreConfigError(StoreError, ValueError):
 class LargeMessageError(StoreError):
     """A value is larger than changelog.max.message.size.bytes and the store has
     disallow.large.messages=true (Samza's RecordTooLargeException)."""
+
+
+class StatePermissionsError(StoreError):
+    """A directory of the job's local state cannot be given job.state.permissions' mode
+    (another user owns it)."""

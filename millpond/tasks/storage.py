@@ -36,7 +36,7 @@ from millpond.kafka.reading import watermarks
 from millpond.serdes import serdes_for
 from millpond.sideinputs.local import open_store_engine
 from millpond.sideinputs.readonly import ReadOnlyStore
-from millpond.stores import InMemoryEngine, RocksDbEngine, RocksDbOptions, build_stack
+from millpond.stores import InMemoryEngine, RocksDbEngine, RocksDbOptions, build_stack, permissions
 from millpond.stores.api import KeyValueStore, StorageEngine
 from millpond.stores.cached import CachedStore
 
@@ -47,11 +47,16 @@ log = logging.getLogger(__name__)
 
 
 def open_engine(cfg: StoreConfig, live: Path | None) -> StorageEngine:
-    """Open the storage engine of ``cfg`` (RocksDB at ``live``, or in memory)."""
+    """Open the storage engine of ``cfg`` (RocksDB at ``live``, or in memory). ``live`` and
+    the files RocksDB writes there get the mode of the store's directory (which the
+    :class:`~millpond.changelog.local.StoreLock` taken first made)."""
     if cfg.factory == "inmemory" or live is None:
         return InMemoryEngine()
-    live.mkdir(parents=True, exist_ok=True)
-    return RocksDbEngine(live, RocksDbOptions.from_store_properties(cfg.properties))
+    mode = local.store_mode(live)
+    permissions.make_dir(live, mode)
+    engine = RocksDbEngine(live, RocksDbOptions.from_store_properties(cfg.properties))
+    permissions.apply(live, mode)
+    return engine
 
 
 @dataclass
@@ -171,6 +176,8 @@ class TaskStorage:
     def after_commit(self) -> None:
         """Checkpoint each store's directory: the commit now describes its content."""
         for name, s in self.stores.items():
+            if s.live is not None:  # RocksDB's files since the last commit get the store's mode
+                permissions.apply(s.live, local.store_mode(s.live))
             if s.live is None or s.topic is None:
                 continue
             offset = StoreOffset(name, s.topic, self.partition, s.offset)
@@ -201,6 +208,11 @@ class TaskStorage:
                 s.engine.close()
             except Exception as exc:  # closing must release the lock even if the engine fails
                 log.warning("closing store %s: %s", s.config.name, exc)
+            if s.live is not None:  # closing may flush a memtable to a new SST file
+                try:
+                    permissions.apply(s.live, local.store_mode(s.live))
+                except OSError as exc:
+                    log.warning("setting the modes in %s: %s", s.live, exc)
             if s.lock is not None:
                 s.lock.release()
         self.stores.clear()
@@ -218,7 +230,7 @@ def _open_store(
             if persistent else None)
     lock = None
     if live is not None:
-        lock = local.StoreLock(live)
+        lock = local.StoreLock(live, config.job.state_permissions)
         lock.acquire()
     try:
         side_start = None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,11 @@ def test_rebuild_rocksdb_dirs_hold_exactly_the_state_and_an_offset_file(
     (stale / "garbage").write_text("replaced by the rebuild")
 
     result = rebuild(job.config, STORE, None, rocksdb_dirs=True, spark=spark)
+    # nothing rebuilt is open to other users (job.state.permissions' default, 0750 / 0640),
+    # also what the stale directory above had from the umask
+    job_dir = job.base_dir / job.name
+    for path in [job_dir, *job_dir.rglob("*")]:
+        assert stat.S_IMODE(path.stat().st_mode) == (0o750 if path.is_dir() else 0o640), path
 
     expected = reference(job.records)
     for p in range(2):

@@ -52,6 +52,7 @@ task.restore.listener.class=examples.listener.Listener
 task.bounded=true
 job.partitioner=consistent_random
 job.logged.store.base.dir=/tmp/millpond-state
+job.state.permissions=0700
 job.changelog.system=kafka
 stores.counts.factory=rocksdb
 stores.counts.key.serde=text
@@ -241,6 +242,7 @@ def test_defaults_are_the_parsers_defaults() -> None:
     assert job.commit_ms == schema.int_default("task.commit.ms")
     assert job.processing_guarantee == schema.str_default("task.processing.guarantee")
     assert str(job.logged_store_base_dir) == schema.str_default("job.logged.store.base.dir")
+    assert job.state_permissions == int(schema.str_default("job.state.permissions"), 8)
     s = "stores.<store>."
     assert store == StoreConfig("s", "rocksdb", "string", "json", properties=store.properties)
     assert store.object_cache_size == schema.int_default(s + "object.cache.size")
