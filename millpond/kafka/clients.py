@@ -30,6 +30,9 @@ _THREAD_TAG = re.compile(r"^\[thrd:[^\]]*\]: ")
 # Warnings that are a broker's normal start-up, which librdkafka rides out by retrying.
 _TRANSIENT = ("Coordinator load in progress", "Coordinator not available")
 
+# Sees each librdkafka line (facility, text); True: the line is explained (see LibrdkafkaLog).
+Listener = Callable[[str, str], "bool | None"]
+
 
 class LibrdkafkaLog:
     """The ``logger`` given to librdkafka: each line becomes a ``millpond.kafka`` record
@@ -37,10 +40,11 @@ class LibrdkafkaLog:
 
     confluent-kafka calls ``log(level, "%s [%s] %s", facility, client_name, text)``.
     ``listener(facility, text)``, if given, sees every line first (a client that must act
-    on what librdkafka only logs)."""
+    on what librdkafka only logs); when it returns True the line is explained by an error
+    the caller raises (a wrong password, say), and is logged at DEBUG only."""
 
     def __init__(self, logger: logging.Logger = KAFKA_LOG,
-                 listener: Callable[[str, str], None] | None = None) -> None:
+                 listener: Listener | None = None) -> None:
         self.logger = logger
         self.listener = listener
 
@@ -50,12 +54,23 @@ class LibrdkafkaLog:
             return
         facility, name, text = args
         text = _THREAD_TAG.sub("", str(text))
-        if self.listener is not None:
-            self.listener(str(facility), text)
+        if self.listener is not None and self.listener(str(facility), text) is True:
+            level = logging.DEBUG
         if level == logging.WARNING and "retrying" in text and any(
                 t in text for t in _TRANSIENT):
             level = logging.INFO
         self.logger.log(level, "%s %s: %s", name, facility, text)
+
+    def also(self, listener: Listener) -> LibrdkafkaLog:
+        """This log with one more listener, called after this one's (a line is explained
+        if either says so)."""
+        first = self.listener
+
+        def both(facility: str, text: str) -> bool | None:
+            explained = first(facility, text) if first is not None else None
+            return listener(facility, text) is True or explained is True
+
+        return LibrdkafkaLog(self.logger, both)
 
 
 LIBRDKAFKA_LOG = LibrdkafkaLog()
