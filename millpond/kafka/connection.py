@@ -102,8 +102,9 @@ def describe(diagnosis: Diagnosis, bootstrap: str, system: str = "kafka",
                    f"the system's CA store ({key}ssl.ca.location is not set)")
         return TlsCertificateError(
             f"TLS certificate verification failed for the Kafka brokers at {bootstrap}: the "
-            f"broker's certificate is not signed by a CA in {trusted}; set "
-            f"{key}ssl.ca.location to the CA certificate (PEM) that signed it ({d.detail})")
+            f"broker's certificate is not signed by a CA in {trusted} (or names another "
+            f"host); set {key}ssl.ca.location to the CA certificate (PEM) that signed it "
+            f"({d.detail})")
     if d.kind == PLAINTEXT_TO_TLS:
         return ProtocolMismatchError(
             f"protocol mismatch: the broker at {at} speaks TLS (SSL or SASL_SSL) but this "
