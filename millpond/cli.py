@@ -50,9 +50,15 @@ def _load_config(path: Path, overrides: tuple[str, ...]) -> Any:
 @click.option("--wait-timeout", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
               help="How long to wait for Kafka at start before giving up (default: as long "
                    "as it takes, saying so every 30 s).")
+@click.option("--no-check", "no_check", is_flag=True,
+              help="Skip the check of the job's ACLs at start (see `millpond check`).")
 def run(config_path: Path, overrides: tuple[str, ...], bounded: bool, log_level: str,
-        wait_timeout: float | None) -> None:
-    """Run a job in the foreground until SIGTERM/SIGINT (or end of input with --bounded)."""
+        wait_timeout: float | None, no_check: bool) -> None:
+    """Run a job in the foreground until SIGTERM/SIGINT (or end of input with --bounded).
+
+    Waits for Kafka if it is unreachable, then checks, writing nothing, that the job's
+    principal holds every ACL the job needs (`millpond check`); a missing one stops it with
+    exit 2 before anything runs."""
     import logging
     import os
     import signal
@@ -76,7 +82,34 @@ def run(config_path: Path, overrides: tuple[str, ...], bounded: bool, log_level:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = _load_config(config_path, overrides)
     container = Container(config, bounded=bounded or None, wait_timeout_s=wait_timeout)
+    if not no_check and not early:
+        if container.job.admin.wait_reachable(wait_timeout, logging.getLogger(
+                "millpond.container").warning, stopped=lambda: bool(early)):
+            _check_at_start(container.job)
     container.run(early_signals=early)
+
+
+def _check_at_start(job: Any) -> None:
+    """``millpond check`` for the job, before it runs: each missing ACL's line on stderr,
+    then the error naming them all."""
+    import logging
+    import time
+
+    from millpond.ops.check import UNCHECKED, preflight
+    from millpond.ops.errors import CheckFailedError
+
+    started = time.monotonic()
+    try:
+        findings = preflight(job)
+    except CheckFailedError as exc:
+        for line in exc.lines:
+            click.echo(line, err=True)
+        raise
+    unchecked = sum(f.status == UNCHECKED for f in findings)
+    logging.getLogger("millpond.check").info(
+        "checked the job's %d ACLs in %.2f s: none missing%s", len(findings) - 1,
+        time.monotonic() - started,
+        f" ({unchecked} checked once the job has created its topics)" if unchecked else "")
 
 
 def _job(config_path: Path, overrides: tuple[str, ...]) -> Any:
@@ -326,14 +359,13 @@ def check(config_path: Path, overrides: tuple[str, ...], role: str,
           outputs: tuple[str, ...]) -> None:
     """Connect with the job's settings and check, one line each, every ACL the role needs,
     writing nothing. Exits 0 only if the connection works and nothing is MISSING."""
-    from millpond.ops.check import MISSING
+    from millpond.ops.check import MISSING, principal
     from millpond.ops.check import check as run_check
 
     job = _job(config_path, overrides)
-    principal = job.client_conf.get("sasl.username")
     findings = run_check(job, role, outputs)
     for finding in findings:
-        click.echo(finding.line(f"User:{principal}" if principal else "User:<principal>"))
+        click.echo(finding.line(principal(job)))
     missing = sum(f.status == MISSING for f in findings)
     if missing:
         click.echo(f"{missing} missing: the job cannot do its work as this principal", err=True)

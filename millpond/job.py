@@ -19,6 +19,7 @@ from millpond.changelog.generations import job_topics, resolve
 from millpond.changelog.guarantees import STATE_ISOLATION, Guarantee
 from millpond.config import Config, StoreConfig
 from millpond.kafka.admin import TopicAdmin
+from millpond.kafka.clients import LibrdkafkaLog
 from millpond.kafka.faults import ClientFaults
 from millpond.kafka.reading import restore_consumer
 from millpond.partitioner import librdkafka_setting
@@ -32,18 +33,21 @@ class Job:
     """One job's Kafka client settings, guarantee, names and admin, and its stores' topics.
 
     Every client made from these settings reports to :attr:`faults` (librdkafka's
-    ``error_cb``): a fatal error, or a failure to authenticate, is kept there to be raised."""
+    ``error_cb`` and ``FAIL`` log lines): a fatal error, or a failure to authenticate, to
+    set up TLS or to speak the listener's protocol, is kept there to be raised."""
 
     def __init__(self, config: Config) -> None:
         self.config = config
         bootstrap = config.bootstrap_servers("kafka")
         system = config.systems.get("kafka")
         self.group_id = f"{config.job.name}-{config.job.id}"
-        self.faults = ClientFaults(self.group_id, bootstrap or "")
-        self.client_conf: dict[str, Any] = {**CLIENT_DEFAULTS,
-                                            **(system.client if system else {}),
+        shared = dict(system.client) if system else {}
+        self.faults = ClientFaults(self.group_id, bootstrap or "", "kafka",
+                                   shared.get("ssl.ca.location"))
+        self.client_conf: dict[str, Any] = {**CLIENT_DEFAULTS, **shared,
                                             "bootstrap.servers": bootstrap,
-                                            "error_cb": self.faults.on_client_error}
+                                            "error_cb": self.faults.on_client_error,
+                                            "logger": LibrdkafkaLog(listener=self.faults.on_log)}
         self.consumer_conf = {**self.client_conf, **(system.consumer if system else {})}
         self.producer_conf = {**self.client_conf, "partitioner": librdkafka_setting(config.job.partitioner),
                               **(system.producer if system else {})}

@@ -31,27 +31,34 @@ class TopicAdmin:
         self.bootstrap = str(client_config.get("bootstrap.servers", "?"))
 
     def wait_reachable(self, timeout_s: float | None, say: Callable[[str], None],
-                       every_s: float = 30.0) -> None:
+                       every_s: float = 30.0, stopped: Callable[[], bool] = lambda: False,
+                       ) -> bool:
         """Block until a broker answers, saying ``waiting for Kafka at <bootstrap>: <why>``
         at most every ``every_s`` seconds; past ``timeout_s`` (None: never) raise
-        :class:`BrokerUnreachableError`. Authentication and TLS failures raise at once."""
+        :class:`BrokerUnreachableError`. Authentication and TLS failures raise at once.
+        False if ``stopped()`` became true first (a signal: the caller stops cleanly)."""
         began = time.monotonic()
         waited = False
+        said = -every_s
         while True:
+            if stopped():
+                return False
             left = None if timeout_s is None else timeout_s - (time.monotonic() - began)
             try:
-                self._metadata(timeout=every_s if left is None else max(0.0, min(every_s, left)))
+                self._metadata(timeout=1.0 if left is None else max(0.0, min(1.0, left)))
             except BrokerUnreachableError as exc:
                 if timeout_s is not None and time.monotonic() - began >= timeout_s:
                     raise BrokerUnreachableError(
                         f"no Kafka broker at {self.bootstrap} answered within --wait-timeout "
                         f"{timeout_s:.0f}s ({exc.reason})") from exc
-                say(f"waiting for Kafka at {self.bootstrap}: {exc.reason}")
+                if time.monotonic() - said >= every_s:
+                    said = time.monotonic()
+                    say(f"waiting for Kafka at {self.bootstrap}: {exc.reason}")
                 waited = True
                 continue
             if waited:
                 say(f"Kafka at {self.bootstrap} answers after {time.monotonic() - began:.0f}s")
-            return
+            return True
 
     def _metadata(self, topic: str | None = None, timeout: float = TIMEOUT) -> Any:
         """Cluster metadata (of ``topic`` only, if given), within ``timeout`` seconds."""

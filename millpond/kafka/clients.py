@@ -32,6 +32,9 @@ _THREAD_TAG = re.compile(r"^\[thrd:[^\]]*\]: ")
 # Warnings that are a broker's normal start-up, which librdkafka rides out by retrying.
 _TRANSIENT = ("Coordinator load in progress", "Coordinator not available")
 
+# Sees each librdkafka line (facility, text); True: the line is explained (see LibrdkafkaLog).
+Listener = Callable[[str, str], "bool | None"]
+
 
 class LibrdkafkaLog:
     """The ``logger`` given to librdkafka: each line becomes a ``millpond.kafka`` record
@@ -39,13 +42,14 @@ class LibrdkafkaLog:
 
     confluent-kafka calls ``log(level, "%s [%s] %s", facility, client_name, text)``.
     ``listener(facility, text)``, if given, sees every line first (a client that must act
-    on what librdkafka only logs). Lines of one cause (facility and text, numbers blanked)
-    are let through once per 30 s, with a count of the ones dropped: during an outage every
-    client repeats the same failure every second."""
+    on what librdkafka only logs); when it returns True the line is explained by an error
+    the caller raises (a wrong password, say), and is logged at DEBUG only. Lines of one
+    cause (facility and text, numbers blanked) are let through once per 30 s, with a count
+    of the ones dropped: during an outage every client repeats the same failure every
+    second."""
 
     def __init__(self, logger: logging.Logger = KAFKA_LOG,
-                 listener: Callable[[str, str], None] | None = None,
-                 limiter: LogLimiter = LIMITER) -> None:
+                 listener: Listener | None = None, limiter: LogLimiter = LIMITER) -> None:
         self.logger = logger
         self.listener = listener
         self.limiter = limiter
@@ -56,8 +60,8 @@ class LibrdkafkaLog:
             return
         facility, name, text = args
         text = _THREAD_TAG.sub("", str(text))
-        if self.listener is not None:
-            self.listener(str(facility), text)
+        if self.listener is not None and self.listener(str(facility), text) is True:
+            level = logging.DEBUG
         if level == logging.WARNING and "retrying" in text and any(
                 t in text for t in _TRANSIENT):
             level = logging.INFO
@@ -68,6 +72,17 @@ class LibrdkafkaLog:
                 return
             more = suffix(dropped)
         self.logger.log(level, "%s %s: %s%s", name, facility, text, more)
+
+    def also(self, listener: Listener) -> LibrdkafkaLog:
+        """This log with one more listener, called after this one's (a line is explained
+        if either says so)."""
+        first = self.listener
+
+        def both(facility: str, text: str) -> bool | None:
+            explained = first(facility, text) if first is not None else None
+            return listener(facility, text) is True or explained is True
+
+        return LibrdkafkaLog(self.logger, both, self.limiter)
 
 
 LIBRDKAFKA_LOG = LibrdkafkaLog()

@@ -74,6 +74,16 @@ class AuthenticationError(KafkaClientError):
     an untrusted certificate, a security.protocol the listener does not speak)."""
 
 
+class TlsCertificateError(AuthenticationError):
+    """The broker's TLS certificate is not signed by a CA the client trusts
+    (``ssl.ca.location``)."""
+
+
+class ProtocolMismatchError(AuthenticationError):
+    """The client's ``security.protocol`` is not the one the broker's listener speaks: a
+    plaintext client on a TLS port, or a TLS client on a plaintext port."""
+
+
 class BrokerUnreachableError(KafkaClientError):
     """No broker answered within the time allowed (``reason``: the client's last error)."""
 

@@ -71,7 +71,9 @@ class TrackedProducer:
         }
         conf.update(config)
         conf["on_delivery"] = self._on_delivery
-        conf.setdefault("logger", clients.LibrdkafkaLog(listener=self._on_log))
+        base = conf.get("logger")  # a job's log, whose listener watches connections
+        if base is None or isinstance(base, clients.LibrdkafkaLog):
+            conf["logger"] = (base or clients.LibrdkafkaLog()).also(self._on_log)
         self._user_error_cb = conf.get("error_cb", log_client_error)
         conf["error_cb"] = self._on_error
         self.transactional = "transactional.id" in conf

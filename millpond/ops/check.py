@@ -22,11 +22,14 @@ from confluent_kafka.admin import NewTopic
 from millpond.job import Job
 from millpond.kafka.admin import TIMEOUT
 from millpond.kafka.denials import is_denied
-from millpond.kafka.errors import AuthorizationError, KafkaClientError
+from millpond.kafka.errors import AuthorizationError, BrokerUnreachableError, KafkaClientError
 from millpond.kafka.producer import TrackedProducer
 from millpond.ops.acls import Acl, required_acls
+from millpond.ops.errors import CheckFailedError
 
 OK, MISSING, UNCHECKED = "ok", "MISSING", "unchecked"
+_NAMED = 3  # missing ACLs named in the error line (each has its own line above it)
+_UNREACHABLE = (KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN)
 _COORDINATOR_MOVING = (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE,
                        KafkaError.COORDINATOR_LOAD_IN_PROGRESS)
 
@@ -39,12 +42,19 @@ class Finding:
     acl: Acl | None
     detail: str = ""
 
+    def what(self) -> str:
+        """The ACL in words: ``Read on group g``, ``Write on transactional-id p (prefixed)``."""
+        if self.acl is None:
+            return "connect"
+        a = self.acl
+        return (f"{a.operation} on {a.resource} {a.name}"
+                + (" (prefixed)" if a.pattern == "prefixed" else ""))
+
     def line(self, principal: str = "User:<principal>") -> str:
         if self.acl is None:
             return f"{self.status:<9} connect: {self.detail}"
         a = self.acl
-        what = f"{a.operation} on {a.resource} {a.name}"
-        what += " (prefixed)" if a.pattern == "prefixed" else ""
+        what = self.what()
         more = f"  [{self.detail}]" if self.detail else ""
         if self.status == MISSING:
             more += f"  grant: kafka-acls.sh {a.kafka_acls(principal)}"
@@ -115,10 +125,16 @@ def _group(job: Job, name: str) -> set[str]:
         time.sleep(0.5)
 
 
+def _denial_line(facility: str, text: str) -> bool:
+    """librdkafka's CRITICAL lines about the spare id being denied: the finding says it."""
+    return facility in ("TXNERR", "FATAL") and "authorization failed" in text.lower()
+
+
 def _transactional_ids(job: Job, prefix: str) -> set[str]:
     """Register ``<prefix>check``: allowed if Kafka hands it a producer id."""
     producer = TrackedProducer({**job.producer_conf, "transactional.id": f"{prefix}check",
-                                "transaction.timeout.ms": 60_000, "message.timeout.ms": 50_000})
+                                "transaction.timeout.ms": 60_000, "message.timeout.ms": 50_000,
+                                "logger": job.client_conf["logger"].also(_denial_line)})
     try:
         producer.init_transactions(TIMEOUT)
         return {"Write", "Describe"}
@@ -128,13 +144,59 @@ def _transactional_ids(job: Job, prefix: str) -> set[str]:
         producer.discard()
 
 
-def check(job: Job, role: str = "job", outputs: Sequence[str] = ()) -> list[Finding]:
-    """One finding per ACL ``role`` needs (after a first one for the connection)."""
+def principal(job: Job) -> str:
+    """The job's principal as ``kafka-acls.sh`` names it (``User:<sasl.username>``)."""
+    user = job.client_conf.get("sasl.username")
+    return f"User:{user}" if user else "User:<principal>"
+
+
+def check(job: Job, role: str = "job", outputs: Sequence[str] = (), *,
+          raise_connect: bool = False) -> list[Finding]:
+    """One finding per ACL ``role`` needs (after a first one for the connection).
+
+    A broker that does not answer raises :class:`BrokerUnreachableError`; a connection
+    that fails otherwise (authentication, TLS, protocol) is the first finding, or raised
+    with ``raise_connect``."""
     try:
         brokers = job.admin.broker_count()
+    except BrokerUnreachableError:
+        raise
     except KafkaClientError as exc:
+        if raise_connect:
+            raise
         return [Finding(MISSING, None, str(exc))]
-    findings = [Finding(OK, None, f"{job.admin.bootstrap} ({brokers} broker(s))")]
+    try:
+        return [Finding(OK, None, f"{job.admin.bootstrap} ({brokers} broker(s))"),
+                *_acls(job, role, outputs)]
+    except KafkaException as exc:
+        error = exc.args[0]
+        if error.code() in _UNREACHABLE:
+            raise BrokerUnreachableError(
+                f"the Kafka brokers at {job.admin.bootstrap} stopped answering during the "
+                f"check: {error.str()}") from exc
+        raise KafkaClientError(f"millpond check could not ask Kafka: {error.str()}") from exc
+
+
+def preflight(job: Job) -> list[Finding]:
+    """The check ``millpond run`` runs before the job starts (role ``job``): its findings,
+    or :class:`CheckFailedError` naming each missing ACL. A failure to connect raises as it
+    is (:class:`BrokerUnreachableError`, :class:`AuthenticationError`)."""
+    findings = check(job, "job", raise_connect=True)
+    missing = [f for f in findings if f.status == MISSING and f.acl is not None]
+    if missing:
+        who = principal(job)
+        named = "; ".join(f.what() for f in missing[:_NAMED])
+        more = f" and {len(missing) - _NAMED} more" if len(missing) > _NAMED else ""
+        raise CheckFailedError(
+            f"this job's principal {who} lacks {len(missing)} ACL(s) the job needs: {named}"
+            f"{more} (grant: the kafka-acls.sh lines above, or `millpond acls --config "
+            "<job.properties>`), then start again; `millpond run --no-check` skips this "
+            "check", [f.line(who) for f in missing])
+    return findings
+
+
+def _acls(job: Job, role: str, outputs: Sequence[str]) -> list[Finding]:
+    findings: list[Finding] = []
     by_resource: dict[tuple[str, str, str], list[Acl]] = defaultdict(list)
     for acl in required_acls(job.config, role, outputs):
         by_resource[(acl.resource, acl.name, acl.pattern)].append(acl)

@@ -15,3 +15,13 @@ class JobNeverRanError(OpsError):
 
 class TopicCreateError(OpsError):
     """``millpond topics create`` could not create a topic (names it and Kafka's reason)."""
+
+
+class CheckFailedError(OpsError):
+    """The check ``millpond run`` runs at start found ACLs the job's principal lacks: the
+    message names each; ``lines`` are the check's lines for them, each with the
+    ``kafka-acls.sh`` command that grants it."""
+
+    def __init__(self, message: str, lines: list[str]) -> None:
+        super().__init__(message)
+        self.lines = lines

@@ -145,7 +145,9 @@ class Container:
 
     def _run(self) -> None:
         admin = self.job.admin
-        admin.wait_reachable(self.wait_timeout_s, log.warning)
+        if not admin.wait_reachable(self.wait_timeout_s, log.warning,
+                                    stopped=lambda: self._stop_requested):
+            return  # a signal while waiting for Kafka: nothing was started
         self.restore_consumer = self.job.consumer()
         topics = current_topics(admin, self.restore_consumer, self.config, self.checkpoint_topic)
         changelogs = {topics[name]: cfg for name, cfg in self.config.stores.items()

@@ -48,7 +48,18 @@ def test_keys_that_are_no_librdkafka_setting_stay_out_of_the_clients() -> None:
             "systems.kafka.streams.in.samza.msg.serde=json\n"
             "systems.kafka.default.stream.replication.factor=1\n")
     for conf in (j.client_conf, j.consumer_conf, j.producer_conf):
-        assert set(conf) - {"partitioner", "error_cb", *CLIENT_DEFAULTS} == {"bootstrap.servers"}, conf
+        assert set(conf) - {"partitioner", "error_cb", "logger", *CLIENT_DEFAULTS} == {
+            "bootstrap.servers"}, conf
+
+
+def test_every_client_reports_its_failed_connections_to_the_job() -> None:
+    """Each client's error callback and librdkafka log listener are the job's faults: a
+    wrong CA or protocol (only logged by librdkafka) is noticed whichever client meets it."""
+    j = job("systems.kafka.ssl.ca.location=/etc/ca.pem\n")
+    for conf in (j.client_conf, j.consumer_conf, j.producer_conf):
+        assert conf["error_cb"] == j.faults.on_client_error
+        assert conf["logger"].listener == j.faults.on_log
+    assert j.faults.ca_location == "/etc/ca.pem"
 
 
 def test_readers_use_a_group_id_of_the_job() -> None:
