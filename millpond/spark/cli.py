@@ -54,6 +54,7 @@ def _common_options(fn: Callable[..., None], with_store: bool) -> Callable[..., 
                                  conf=_pairs(spark_conf, "--spark-conf"))
         args = JobArgs(_load(config_path, overrides), store, settings,
                        _pairs(kafka_options, "--kafka-option"))
+        _warn_secrets_on_argv(args.kafka_options)
         fn(args, **kwargs)
 
     options = [
@@ -77,6 +78,19 @@ def _common_options(fn: Callable[..., None], with_store: bool) -> Callable[..., 
     for option in reversed(options):
         command = option(command)
     return command
+
+
+def _warn_secrets_on_argv(options: dict[str, str]) -> None:
+    """A secret given as ``--kafka-option`` is on the command line, which every local user
+    can read (``ps``): say so, and where it belongs."""
+    from millpond.spark.kafka_options import looks_secret
+
+    for key in filter(looks_secret, options):
+        logging.getLogger("millpond.spark").warning(
+            "--kafka-option %s puts a secret on this command line, where other local users "
+            "can read it: write the job's settings in its properties file instead "
+            "(systems.<system>.sasl.password=${NAME}, ...), which spark gives Spark's Kafka "
+            "client itself", key)
 
 
 def _pairs(items: Sequence[str], what: str) -> dict[str, str]:
