@@ -69,7 +69,9 @@ def _common_options(fn: Callable[..., None], with_store: bool) -> Callable[..., 
         click.option("--driver-memory", default="1g", show_default=True),
         click.option("--shuffle-partitions", type=int, default=4, show_default=True),
         click.option("--kafka-option", "kafka_options", multiple=True, metavar="KEY=VALUE",
-                     help="Extra Spark Kafka source option, e.g. kafka.security.protocol=SSL."),
+                     help="A Spark Kafka source option, over those made from the job's "
+                          "settings, e.g. kafka.client.id=me (repeatable; secrets belong in "
+                          "the properties file: a command line is readable by every user)."),
         click.option("--spark-conf", "spark_conf", multiple=True, metavar="KEY=VALUE",
                      help="Extra Spark setting, e.g. spark.executor.memory=2g (repeatable)."),
     ]

@@ -63,6 +63,10 @@ def test_a_pem_keystore_from_an_encrypted_pkcs1_key_loads(spark: Any, tmp_path: 
         _consumer(spark, {**options, "kafka.ssl.keystore.key": key.read_text()})
 
 
+def _jwt_part(doc: dict[str, Any]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(doc).encode()).decode().rstrip("=")
+
+
 class _TokenEndpoint(BaseHTTPRequestHandler):
     """An OAuth token endpoint: records each request, answers with an unsigned JWT."""
 
@@ -73,10 +77,8 @@ class _TokenEndpoint(BaseHTTPRequestHandler):
         self.requests.append({"authorization": self.headers.get("Authorization", ""),
                               "body": body})
         now = int(time.time())
-        part = (lambda doc: base64.urlsafe_b64encode(json.dumps(doc).encode())
-                .decode().rstrip("="))
-        token = ".".join([part({"alg": "none"}), part({"sub": "app", "iat": now,
-                                                      "exp": now + 3600}), "sig"])
+        token = ".".join([_jwt_part({"alg": "none"}),
+                          _jwt_part({"sub": "app", "iat": now, "exp": now + 3600}), "sig"])
         answer = json.dumps({"access_token": token, "token_type": "bearer",
                              "expires_in": 3600}).encode()
         self.send_response(200)
