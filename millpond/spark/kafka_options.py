@@ -186,7 +186,9 @@ def _tls(s: Mapping[str, str], given: Collection[str]) -> dict[str, str]:
         out["ssl.endpoint.identification.algorithm"] = "" if algorithm.lower() == "none" \
             else algorithm.lower()
     ca = s.get("ssl.ca.location")
-    if ca and ca != "probe" and "ssl.truststore.location" not in given:
+    if any(k.startswith("ssl.truststore.") for k in given):
+        pass  # the caller's truststore
+    elif ca and ca != "probe":
         if Path(ca).is_dir():
             raise KafkaSettingsError(
                 f"ssl.ca.location={ca} is a directory: the Java client takes one PEM file of "
@@ -196,6 +198,8 @@ def _tls(s: Mapping[str, str], given: Collection[str]) -> dict[str, str]:
     elif s.get("ssl.ca.pem"):
         out["ssl.truststore.type"] = "PEM"
         out["ssl.truststore.certificates"] = s["ssl.ca.pem"]
+    if any(k.startswith("ssl.keystore.") for k in given):
+        return out  # the caller's keystore
     if s.get("ssl.keystore.location"):
         out["ssl.keystore.type"] = "PKCS12"
         out["ssl.keystore.location"] = s["ssl.keystore.location"]
@@ -204,7 +208,7 @@ def _tls(s: Mapping[str, str], given: Collection[str]) -> dict[str, str]:
         return out
     has_cert = bool(s.get("ssl.certificate.location") or s.get("ssl.certificate.pem"))
     has_key = bool(s.get("ssl.key.location") or s.get("ssl.key.pem"))
-    if not (has_cert or has_key) or "ssl.keystore.key" in given:
+    if not (has_cert or has_key):
         return out
     if has_cert != has_key:
         missing = "ssl.key.location" if has_cert else "ssl.certificate.location"

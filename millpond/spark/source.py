@@ -10,6 +10,7 @@ and the reported statistics all describe the same ranges.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from millpond.config import Config, StoreConfig
+
+log = logging.getLogger(__name__)
 
 TIMEOUT = 30.0
 # librdkafka settings worth passing from systems.<sys>.consumer.* to our own clients.
@@ -274,7 +277,10 @@ def kafka_options(changelog: Changelog) -> dict[str, str]:
         # generated group ids (<prefix>-<uuid>-...) are the job's, for a prefixed ACL.
         "groupIdPrefix": changelog.group_id,
     }
-    options.update(java_kafka_options(changelog.client_conf, given=changelog.spark_options))
+    translated = java_kafka_options(changelog.client_conf, given=changelog.spark_options)
+    if translated:
+        log.debug("Spark's Kafka client gets the job's settings as %s", ", ".join(translated))
+    options.update(translated)
     options.update(changelog.spark_options)
     return options
 

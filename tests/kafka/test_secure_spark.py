@@ -1,8 +1,9 @@
 """``millpond spark rebuild`` and ``audit`` on the secured broker (SASL_SSL, SCRAM, ACLs on)
 with nothing but the job's properties file: Spark's Kafka client gets the job's settings
 (a JAAS line built from the user and the password, the PEM CA), as a principal granted
-exactly what ``millpond acls --role spark`` prints, and the password is on no process's
-command line while they run (every /proc/*/cmdline is polled, the Spark JVM's included)."""
+exactly what ``millpond acls --role spark`` prints (enough for rescale, which writes, too),
+and the password is on no process's command line while they run (every /proc/*/cmdline is
+polled, the Spark JVM's included)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from confluent_kafka.admin import AdminClient, NewPartitions
 
 from tests.conftest import SecureKafka, unavailable
 from tests.kafka.secure_util import (
@@ -155,3 +157,13 @@ def test_spark_rebuild_and_audit_with_the_printed_acls_and_no_secret_on_any_comm
     assert audited["ok"] and totals["matching"] == len(expected), audited  # type: ignore[index]
     assert not watch.leaks, watch.leaks
     assert watch.spark_jvms, f"no Spark JVM seen in {watch.polls} polls"
+
+    # The writing side of the role: rescale (inputs read, the job's group described, a new
+    # changelog generation created and written from Spark's executors, the checkpoint topic
+    # grown and written in one transaction as <group>-rescale).
+    admin = AdminClient(secure_kafka.admin_config)
+    admin.create_partitions([NewPartitions(source, 4)])[source].result(timeout=60)
+    rescaled, watch = spark_command(conf, password, "rescale", "--partitions", "4")
+    moved = rescaled["stores"]["counts"]  # type: ignore[index]
+    assert rescaled["partitions_after"] == 4 and moved["keys"] == len(expected), rescaled
+    assert not watch.leaks, watch.leaks

@@ -75,6 +75,12 @@ def test_given_options_are_not_computed_and_unblock_what_cannot_be() -> None:
     with pytest.raises(KafkaSettingsError, match="sasl.oauthbearer.method=default"):
         java_kafka_options(unsecured)
     assert "kafka.sasl.jaas.config" not in java_kafka_options(unsecured, given=given)
+    # A truststore or keystore of the caller's replaces the translated one as a whole.
+    own = java_kafka_options({**SCRAM, "ssl.ca.location": "/none", "ssl.ca.pem": "PEM",
+                              "ssl.key.location": "/none/key"},
+                             given={"kafka.ssl.truststore.certificates": "C",
+                                    "kafka.ssl.keystore.location": "/k.p12"})
+    assert not any(k.startswith(("kafka.ssl.truststore", "kafka.ssl.keystore")) for k in own)
 
 
 def test_oidc_client_credentials() -> None:
