@@ -318,10 +318,12 @@ def topics_create(config_path: Path, overrides: tuple[str, ...], partitions: int
 @override_option
 @click.option("--principal", default="User:<principal>", show_default=True,
               help="The principal to grant to, e.g. User:alice.")
-@click.option("--role", "roles", multiple=True, type=click.Choice(["job", "cli", "operator"]),
+@click.option("--role", "roles", multiple=True,
+              type=click.Choice(["job", "cli", "operator", "spark"]),
               help="Only this role (repeatable): the job (millpond run), the read-only "
                    "commands (status, checkpoint show, changelog describe), the operator's "
-                   "commands that write (restore, checkpoint set, topics create) [default: all].")
+                   "commands that write (restore, checkpoint set, topics create), the spark "
+                   "commands [default: all].")
 @click.option("--output", "outputs", multiple=True, metavar="TOPIC",
               help="An output topic the job's task sends to (repeatable; not in the config).")
 @click.option("--format", "fmt", type=click.Choice(["kafka-acls", "json"]), default="kafka-acls",
@@ -351,7 +353,7 @@ def acls(config_path: Path, overrides: tuple[str, ...], principal: str, roles: t
 @main.command()
 @config_option
 @override_option
-@click.option("--role", type=click.Choice(["job", "cli", "operator"]), default="job",
+@click.option("--role", type=click.Choice(["job", "cli", "operator", "spark"]), default="job",
               show_default=True, help="Whose ACLs to check (see `millpond acls`).")
 @click.option("--output", "outputs", multiple=True, metavar="TOPIC",
               help="An output topic the job's task sends to (repeatable; not in the config).")
@@ -376,6 +378,7 @@ ROLE_HELP = {
     "job": "millpond run (and a restart after a crash)",
     "cli": "millpond status, checkpoint show, changelog describe",
     "operator": "millpond restore, checkpoint set, topics create",
+    "spark": "millpond spark rebuild, audit, snapshot, bootstrap, rescale",
 }
 
 

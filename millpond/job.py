@@ -66,6 +66,18 @@ class Job:
         the job's own keeps a least-privilege ACL to the job's prefix."""
         return f"{self.group_id}-reader"
 
+    @property
+    def spark_group_id(self) -> str:
+        """The group id of the spark commands' readers (millpond's, assigned and never
+        joined) and the prefix of Spark's own consumers' generated group ids."""
+        return f"{self.group_id}-spark"
+
+    @property
+    def rescale_transactional_id(self) -> str:
+        """The transactional id ``spark rescale`` commits the new checkpoints with: under
+        the job's prefix, apart from its tasks' ``<group>-partition-N``."""
+        return f"{self.group_id}-rescale"
+
     def consumer(self) -> Consumer:
         """A new bulk-read consumer (no group joined) that sees committed state only."""
         return restore_consumer({**self.consumer_conf, "group.id": self.reader_group_id},

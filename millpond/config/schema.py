@@ -278,8 +278,8 @@ KEYS: tuple[Key, ...] = (
         default_doc="the stream id"),
     # Last: every more specific systems.<system>.* pattern above matches first.
     Key(_SYS + "<prop>", "passthrough", "librdkafka settings for every client millpond makes "
-        "(consumers, producers, the admin client, readers, the CLI's commands), "
-        "written once: `security.protocol`, `sasl.mechanism`, `sasl.username`, `ssl.ca.location`, "
+        "(consumers, producers, the admin client, readers, the CLI's commands; Spark's Java "
+        "client gets them translated), written once: `security.protocol`, `sasl.mechanism`, `sasl.username`, `ssl.ca.location`, "
         "... (any key both librdkafka clients know; `${NAME}` reads a secret from the "
         "environment). `consumer.<prop>` and `producer.<prop>` win for their client.",
         "systems"),

@@ -8,7 +8,11 @@ the readers' ``<group>-reader``, ``<group>-side-inputs``) and its tasks' transac
 (``millpond run``), the read-only commands (``status``, ``checkpoint show``, ``changelog
 describe``) and the operator's commands that write (``restore``, ``checkpoint set``,
 ``topics create``). Output topics are not in the config (a task names them in code): pass
-them as ``--output``.
+them as ``--output``. A fourth role is the ``millpond spark`` commands': rebuild, audit and
+snapshot read the changelogs and checkpoints (Spark's consumers under the job's
+``<group>-spark`` group prefix); bootstrap and rescale also create and write them, read the
+inputs' offsets, refuse while the job runs, and rescale grows the checkpoint topic and
+commits the new checkpoints as transactional id ``<group>-rescale``.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from dataclasses import dataclass
 from millpond.changelog.generations import store_topic
 from millpond.config import Config
 
-ROLES = ("job", "cli", "operator")
+ROLES = ("job", "cli", "operator", "spark")
 
 # Operations by what a topic is to the role (kafka-acls.sh names). Kafka's authorizer lets
 # Read, Write, Delete and Alter imply Describe, so Describe is listed only where none of them
@@ -59,8 +63,9 @@ def _topic(name: str, operations: Iterable[str], why: str,
     return [Acl("topic", name, pattern, op, why) for op in operations]
 
 
-def _group(name: str, operations: Iterable[str], why: str) -> list[Acl]:
-    return [Acl("group", name, "literal", op, why) for op in operations]
+def _group(name: str, operations: Iterable[str], why: str,
+           pattern: str = "literal") -> list[Acl]:
+    return [Acl("group", name, pattern, op, why) for op in operations]
 
 
 def _changelogs(config: Config, operations: Sequence[str]) -> list[Acl]:
@@ -79,7 +84,8 @@ def _changelogs(config: Config, operations: Sequence[str]) -> list[Acl]:
 
 
 def required_acls(config: Config, role: str, outputs: Sequence[str] = ()) -> list[Acl]:
-    """The ACLs ``role`` (``job``, ``cli`` or ``operator``) needs for the job ``config``."""
+    """The ACLs ``role`` (``job``, ``cli``, ``operator`` or ``spark``) needs for the job
+    ``config``."""
     from millpond.job import Job
 
     job = Job(config)
@@ -121,6 +127,21 @@ def required_acls(config: Config, role: str, outputs: Sequence[str] = ()) -> lis
         out += _topic(job.checkpoint_topic, OWN_TOPIC, "checkpoint set, restore --from-local")
         out += _group(job.group_id, ("Describe",), "refusing while the job runs")
         out += _group(job.reader_group_id, ("Read",), "the commands' readers")
+    elif role == "spark":
+        for topic in inputs:
+            out += _topic(topic, READ_TOPIC, "rescale: input records after the checkpoints")
+        out += _changelogs(config, OWN_TOPIC)
+        out += _topic(job.checkpoint_topic, (*OWN_TOPIC, "Alter"),
+                      "read by every spark command; bootstrap and rescale write it, "
+                      "rescale adds partitions")
+        out += _group(job.group_id, ("Describe",),
+                      "bootstrap and rescale: refusing while the job runs")
+        out += _group(job.reader_group_id, ("Read",), "bootstrap's and rescale's readers")
+        out += _group(job.spark_group_id, ("Read",),
+                      "Spark's consumers and the spark commands' readers (assigned, never "
+                      "joined)", "prefixed")
+        out += [Acl("transactional-id", job.rescale_transactional_id, "prefixed", "Write",
+                    "rescale commits the new checkpoints in one transaction")]
     else:
         raise ValueError(f"role {role!r} is not one of {ROLES}")
     return list(dict.fromkeys(out))

@@ -54,6 +54,7 @@ def _common_options(fn: Callable[..., None], with_store: bool) -> Callable[..., 
                                  conf=_pairs(spark_conf, "--spark-conf"))
         args = JobArgs(_load(config_path, overrides), store, settings,
                        _pairs(kafka_options, "--kafka-option"))
+        _warn_secrets_on_argv(args.kafka_options)
         fn(args, **kwargs)
 
     options = [
@@ -68,7 +69,9 @@ def _common_options(fn: Callable[..., None], with_store: bool) -> Callable[..., 
         click.option("--driver-memory", default="1g", show_default=True),
         click.option("--shuffle-partitions", type=int, default=4, show_default=True),
         click.option("--kafka-option", "kafka_options", multiple=True, metavar="KEY=VALUE",
-                     help="Extra Spark Kafka source option, e.g. kafka.security.protocol=SSL."),
+                     help="A Spark Kafka source option, over those made from the job's "
+                          "settings, e.g. kafka.client.id=me (repeatable; secrets belong in "
+                          "the properties file: a command line is readable by every user)."),
         click.option("--spark-conf", "spark_conf", multiple=True, metavar="KEY=VALUE",
                      help="Extra Spark setting, e.g. spark.executor.memory=2g (repeatable)."),
     ]
@@ -77,6 +80,19 @@ def _common_options(fn: Callable[..., None], with_store: bool) -> Callable[..., 
     for option in reversed(options):
         command = option(command)
     return command
+
+
+def _warn_secrets_on_argv(options: dict[str, str]) -> None:
+    """A secret given as ``--kafka-option`` is on the command line, which every local user
+    can read (``ps``): say so, and where it belongs."""
+    from millpond.spark.kafka_options import looks_secret
+
+    for key in filter(looks_secret, options):
+        logging.getLogger("millpond.spark").warning(
+            "--kafka-option %s puts a secret on this command line, where other local users "
+            "can read it: write the job's settings in its properties file instead "
+            "(systems.<system>.sasl.password=${NAME}, ...), which spark gives Spark's Kafka "
+            "client itself", key)
 
 
 def _pairs(items: Sequence[str], what: str) -> dict[str, str]:

@@ -33,3 +33,9 @@ class BootstrapError(SparkJobError):
 class RescaleError(SparkJobError):
     """Rescaling a job was refused (running, undrained input, inputs not grown, a store not
     partitioned by its input key) or could not complete (a delivery error)."""
+
+
+class KafkaSettingsError(SparkJobError):
+    """The job's Kafka connection settings cannot be given to Spark's (Java) Kafka client:
+    a mechanism or setting without a Java counterpart, or a key or certificate file that
+    cannot be read."""

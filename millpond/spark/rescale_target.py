@@ -115,7 +115,7 @@ class RescalePlan:
         except (ChangelogError, KafkaClientError) as exc:
             raise RescaleError(str(exc)) from exc
         conf = {**self.job.producer_conf,
-                "transactional.id": f"millpond-rescale-{self.config.job.name}-{self.config.job.id}",
+                "transactional.id": self.job.rescale_transactional_id,
                 "transaction.timeout.ms": 60_000, "message.timeout.ms": 50_000}
         producer = TrackedProducer(conf)
         try:

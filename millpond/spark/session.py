@@ -256,7 +256,11 @@ def require_java() -> None:
 
 
 QUIET_CONF = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
-              "spark.sql.session.timeZone": "UTC"}
+              "spark.sql.session.timeZone": "UTC",
+              # Data source options shown in plans and logs: Spark hides those whose name or
+              # value matches this or spark.redaction.regex (secret|password|token|...);
+              # a PEM client key (kafka.ssl.keystore.key) matches neither by default.
+              "spark.sql.redaction.options.regex": r"(?i)url|keystore\.key|jaas"}
 # The driver JVM's log4j2 config: warnings and errors, without start-up notices.
 LOG4J2_CONFIG = Path(__file__).with_name("log4j2.properties")
 

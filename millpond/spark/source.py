@@ -10,8 +10,8 @@ and the reported statistics all describe the same ranges.
 from __future__ import annotations
 
 import json
+import logging
 import time
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -22,13 +22,17 @@ from millpond.changelog.checkpoint import NO_OFFSET, Checkpoint, checkpoint_topi
 from millpond.changelog.errors import CheckpointError
 from millpond.changelog.generations import changelog_topic
 from millpond.changelog.guarantees import STATE_ISOLATION
+from millpond.job import Job
 from millpond.kafka import clients
 from millpond.spark.errors import SourceError
+from millpond.spark.kafka_options import java_kafka_options
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from millpond.config import Config, StoreConfig
+
+log = logging.getLogger(__name__)
 
 TIMEOUT = 30.0
 # librdkafka settings worth passing from systems.<sys>.consumer.* to our own clients.
@@ -43,8 +47,10 @@ class Changelog:
     topic: str
     bootstrap: str
     isolation: str  # read_committed: changelogs are written in transactions
-    client_conf: dict[str, str] = field(default_factory=dict)  # librdkafka extras
-    spark_options: dict[str, str] = field(default_factory=dict)  # extra Spark source options
+    group_id: str  # the job's Spark readers' group (and Spark's group id prefix)
+    # librdkafka settings (secrets among them: never in a repr) and explicit Spark options
+    client_conf: dict[str, str] = field(default_factory=dict, repr=False)
+    spark_options: dict[str, str] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -94,8 +100,8 @@ def changelog_of(
         )
     extras = {**system.client,
               **{k: v for k, v in system.consumer.items() if k.startswith(_CLIENT_PREFIXES)}}
-    changelog = Changelog(store, topic, system.bootstrap_servers, STATE_ISOLATION, extras,
-                          dict(spark_options or {}))
+    changelog = Changelog(store, topic, system.bootstrap_servers, STATE_ISOLATION,
+                          Job(config).spark_group_id, extras, dict(spark_options or {}))
     if not resolve_generation:
         return changelog
     return replace(changelog, topic=current_topic(config, changelog))
@@ -121,7 +127,7 @@ def _consumer(changelog: Changelog, isolation: str | None = None) -> Consumer:
     conf: dict[str, Any] = dict(changelog.client_conf)
     conf.update({
         "bootstrap.servers": changelog.bootstrap,
-        "group.id": f"millpond-spark-{uuid.uuid4().hex[:8]}",
+        "group.id": changelog.group_id,  # assigned, never joined: no member, no commit
         "enable.auto.commit": False,
         "enable.partition.eof": True,
         "isolation.level": isolation or changelog.isolation,
@@ -254,7 +260,11 @@ def offsets_json(topic: str, offsets: Mapping[int, int]) -> str:
     return json.dumps({topic: {str(p): int(o) for p, o in sorted(offsets.items())}})
 
 
-def _kafka_options(changelog: Changelog) -> dict[str, str]:
+def kafka_options(changelog: Changelog) -> dict[str, str]:
+    """The Spark Kafka source's options for ``changelog``: its brokers and isolation level,
+    the job's connection settings in the Java client's words (:mod:`.kafka_options`), the
+    job's group id prefix, and the caller's own options over all of them. They hold the
+    job's secrets: give them to Spark through the driver (``.options()``), never argv."""
     options = {
         "kafka.bootstrap.servers": changelog.bootstrap,
         "kafka.isolation.level": changelog.isolation,
@@ -263,7 +273,14 @@ def _kafka_options(changelog: Changelog) -> dict[str, str]:
         # Bulk reads: fewer, larger fetches than the consumer defaults (1 MiB per partition).
         "kafka.max.partition.fetch.bytes": str(8 << 20),
         "kafka.fetch.max.bytes": str(64 << 20),
+        # Spark's consumers are assigned partitions, never join a group nor commit; their
+        # generated group ids (<prefix>-<uuid>-...) are the job's, for a prefixed ACL.
+        "groupIdPrefix": changelog.group_id,
     }
+    translated = java_kafka_options(changelog.client_conf, given=changelog.spark_options)
+    if translated:
+        log.debug("Spark's Kafka client gets the job's settings as %s", ", ".join(translated))
+    options.update(translated)
     options.update(changelog.spark_options)
     return options
 
@@ -274,7 +291,7 @@ RAW_COLUMNS = ("partition", "offset", "timestamp", "key", "value")
 def read_range(spark: SparkSession, plan: ReadPlan) -> DataFrame:
     """A batch DataFrame of the plan's records: partition, offset, timestamp, key, value."""
     topic = plan.changelog.topic
-    reader = spark.read.format("kafka").options(**_kafka_options(plan.changelog))
+    reader = spark.read.format("kafka").options(**kafka_options(plan.changelog))
     reader = reader.option("assign", json.dumps({topic: sorted(plan.ranges)}))
     reader = reader.option("startingOffsets", offsets_json(topic, {p: s for p, (s, _) in plan.ranges.items()}))
     reader = reader.option("endingOffsets", offsets_json(topic, {p: e for p, (_, e) in plan.ranges.items()}))
@@ -285,7 +302,7 @@ def read_stream(
     spark: SparkSession, changelog: Changelog, max_records_per_batch: int | None = None
 ) -> DataFrame:
     """A streaming DataFrame over the whole changelog, from its first offset."""
-    reader = spark.readStream.format("kafka").options(**_kafka_options(changelog))
+    reader = spark.readStream.format("kafka").options(**kafka_options(changelog))
     reader = reader.option("subscribe", changelog.topic).option("startingOffsets", "earliest")
     if max_records_per_batch:
         reader = reader.option("maxOffsetsPerTrigger", str(max_records_per_batch))
