@@ -60,8 +60,10 @@ class TopicAdmin:
                 say(f"Kafka at {self.bootstrap} answers after {time.monotonic() - began:.0f}s")
             return True
 
-    def _metadata(self, topic: str | None = None, timeout: float = TIMEOUT) -> Any:
-        """Cluster metadata (of ``topic`` only, if given), within ``timeout`` seconds."""
+    def _metadata(self, topic: str | None = None, timeout: float | None = None) -> Any:
+        """Cluster metadata (of ``topic`` only, if given), within ``timeout`` seconds
+        (default :data:`TIMEOUT`)."""
+        timeout = TIMEOUT if timeout is None else timeout
         deadline = time.monotonic() + timeout
         while True:
             if self.faults is not None:
