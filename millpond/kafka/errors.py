@@ -88,5 +88,6 @@ class BrokerUnreachableError(KafkaClientError):
     """No broker answered within the time allowed (``reason``: the client's last error)."""
 
     def __init__(self, message: str, reason: str = "") -> None:
-        super().__init__(message)
+        super().__init__(message if "unreachable" in message
+                         else f"Kafka broker unreachable: {message}")
         self.reason = reason or message

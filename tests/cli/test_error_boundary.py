@@ -99,3 +99,34 @@ def test_a_missing_topic_is_one_line_naming_it(
     code, lines = _run(*args, "--config", str(conf))
     needle = {"input": source, "changelog": f"{name}-counts-changelog", "never": name}[what]
     assert_one_error_line(code, lines, needle, logs=command == "run")
+
+
+def test_commands_that_read_kafka_say_broker_unreachable(tmp_path: Path) -> None:
+    """With no broker at the configured address, the commands that read Kafka retry for a
+    bounded time, then exit 2 with one line saying the broker is unreachable (run with
+    --wait-timeout; by default it waits for Kafka). They run side by side: the bound is
+    30 s each."""
+    import socket
+    import subprocess
+    import time
+
+    from tests.kafka_util import MILLPOND, REPO
+
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        closed = f"127.0.0.1:{unused.getsockname()[1]}"
+    conf = write_properties(tmp_path / "job.properties",
+                            counting_job(closed, "gone", "in", tmp_path / "state"))
+    commands = [("status",), ("checkpoint", "show"), ("changelog", "describe"),
+                ("restore",), ("run", "--wait-timeout", "3")]
+    began = time.monotonic()
+    procs = [subprocess.Popen([MILLPOND, *cmd, "--config", str(conf)], cwd=REPO, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for cmd in commands]
+    for cmd, proc in zip(commands, procs, strict=True):
+        out, err = proc.communicate(timeout=90)
+        errors = [line for line in err.splitlines() if line.startswith("Error:")]
+        assert proc.returncode == 2, (cmd, out, err)
+        assert len(errors) == 1 and "unreachable" in errors[0] and closed in errors[0], (cmd, err)
+        assert "Traceback" not in err, (cmd, err)
+    assert time.monotonic() - began < 75
