@@ -45,7 +45,7 @@ from millpond.tasks.instance import TaskInstance
 from millpond.tasks.loading import load_restore_listener, load_task_class
 from millpond.tasks.manager import TaskManager
 from millpond.tasks.membership import subscribe
-from millpond.tasks.opening import OpenContext, TaskOpener, open_task, reopen_hold_s
+from millpond.tasks.opening import Fences, OpenContext, TaskOpener, open_task, reopen_hold_s
 from millpond.tasks.runloop import LoopTiming, RunLoop
 from millpond.tasks.stream_serdes import StreamSerdes
 from millpond.tasks.telemetry import RuntimeMetrics
@@ -98,6 +98,7 @@ class Container:
         self.consumer: Consumer | None = None
         self.restore_consumer: Consumer | None = None
         self.manager: TaskManager | None = None
+        self.fences: Fences | None = None
         self.loop: RunLoop | None = None
         self.backups: StateBackups | None = None
         # Metrics reporters (metrics.reporters): validated now, started by run().
@@ -174,8 +175,9 @@ class Container:
         self.consumer = clients.consumer(conf)
         outage = OutageClock(self.config.job.timeout_ms / 1000.0,
                              self.client_conf["bootstrap.servers"])
-        opener = TaskOpener(lambda p: open_task(context, p), reopen_hold_s(self.consumer_conf),
-                            outage)
+        self.fences = fences = Fences(context.new_producer)
+        opener = TaskOpener(lambda p: open_task(context, p, fences),
+                            reopen_hold_s(self.consumer_conf), outage, fences)
         self.manager = manager = TaskManager(
             self.tasks, self.consumer, opener, CommitProtocol(self.consumer, self.checkpoint_topic),
             self.inputs, self.metrics)
@@ -227,6 +229,8 @@ class Container:
     def _shutdown(self) -> None:
         if self.manager is not None:
             self.manager.shutdown()
+        if self.fences is not None:
+            self.fences.close()
         if self.consumer is not None:
             self.consumer.close()
         if self.restore_consumer is not None:
