@@ -37,9 +37,10 @@ def main() -> None:
 
 
 def _load_config(path: Path, overrides: tuple[str, ...]) -> Any:
-    from millpond.config import Config
 
-    return Config.load(path, overrides)
+    from millpond.streams.compile import load_config
+
+    return load_config(path, overrides)
 
 
 @main.command()

@@ -17,9 +17,9 @@ from millpond.errors import MillpondError
 
 
 def _location(config_path: Path, overrides: tuple[str, ...]) -> tuple[BackupLocation, list[str]]:
-    from millpond.config import Config
+    from millpond.streams.compile import load_config
 
-    config = Config.load(config_path, overrides)
+    config = load_config(config_path, overrides)
     location = BackupLocation.from_config(config)
     return location, [c.name for c in config.stores.values() if c.backup_enabled]
 

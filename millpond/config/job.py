@@ -114,14 +114,15 @@ def _partitioner(props: Properties) -> str:
 
 def _refuse_high_level_app(props: Properties) -> None:
     """One clear line for a Samza high-level (or TaskApplication) config: millpond runs
-    low-level StreamTask classes, named by task.class."""
+    low-level StreamTask classes (task.class) and its own dataflow apps (app.class naming a
+    millpond.streams.App as ``module:attribute``), not Java application classes."""
     app = props.get("app.class", "").strip()
-    if app and not props.get("task.class", "").strip():
+    if app and ":" not in app and not props.get("task.class", "").strip():
         raise error(
             props, "app.class",
             f"{app} is a Samza application class; millpond runs low-level StreamTask jobs "
-            "only: write the logic as a millpond.StreamTask subclass and set "
-            "task.class=<package.module.Class> and task.inputs=kafka.<topic>[,...] "
-            "instead of app.class",
+            "(write the logic as a millpond.StreamTask subclass and set "
+            "task.class=<package.module.Class> and task.inputs=kafka.<topic>[,...]) or "
+            "millpond.streams apps (app.class=<module>:<attribute>)",
         )
 

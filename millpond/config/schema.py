@@ -258,8 +258,10 @@ KEYS: tuple[Key, ...] = (
     # -- samza aliases -----------------------------------------------------------------------
     Key("app.name", "string", "`job.name` when `job.name` is unset.", "samza"),
     Key("app.id", "string", "`job.id` when `job.id` is unset.", "samza"),
-    Key("app.class", "class", "Ignored with `task.class`; without it the config is refused "
-        "(millpond runs low-level StreamTask jobs).", "samza"),
+    Key("app.class", "class", "`<module>:<attribute>` naming a `millpond.streams.App`: the "
+        "job runs that dataflow (no `task.class` or `task.inputs` then). A Samza application "
+        "class (no `:`) is ignored with `task.class`; without it the config is refused.",
+        "samza"),
     Key("stores.default.changelog.replication.factor", "int", "Default of every store's "
         "`changelog.replication.factor`.", "samza", minimum=1),
     Key("stores.default.changelog.min.compaction.lag.ms", "int", "Default of every store's "

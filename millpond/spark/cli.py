@@ -106,9 +106,9 @@ def _pairs(items: Sequence[str], what: str) -> dict[str, str]:
 
 
 def _load(config_path: Path, overrides: Sequence[str]) -> Any:
-    from millpond.config import Config
+    from millpond.streams.compile import load_config
 
-    return Config.load(config_path, overrides)
+    return load_config(config_path, overrides)
 
 
 def _run(job: Callable[[], Any], progress: str | None = None) -> Any:

@@ -38,6 +38,7 @@ from millpond.kafka.reading import FETCH_QUEUE_BACKOFF_MS
 from millpond.metrics import Reporter, parse_reporters, start_reporters
 from millpond.serdes import serdes_for
 from millpond.sideinputs.runtime import SideInputs
+from millpond.streams.compile import with_app
 from millpond.tasks.commit import CommitProtocol
 from millpond.tasks.deadletter import DeadLetterPolicy
 from millpond.tasks.errors import MessageError
@@ -66,7 +67,7 @@ class Container:
         listener: RestoreListener | None = None, status_every: float = STATUS_EVERY_S,
         wait_timeout_s: float | None = None,
     ) -> None:
-        self.config = config
+        self.config = config = with_app(config)  # a dataflow app: its task and stores
         job = config.job
         self.task_class = load_task_class(config)
         for cfg in config.stores.values():

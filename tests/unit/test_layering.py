@@ -23,6 +23,7 @@ LAYERS: list[set[str]] = [
     {"__init__"},  # the package root: the public API (re-exports of api and errors)
     {"config"},
     {"serdes"},
+    {"streams"},  # the dataflow API: apps compiled onto the config of a StreamTask job
     {"stores"},
     {"metrics"},
     {"kafka"},

@@ -1,0 +1,101 @@
+"""Compiling a dataflow onto a job's config: ``app.class`` becomes the keys a StreamTask job
+would have written by hand.
+
+``app.class=<module>:<attribute>`` names an :class:`~millpond.streams.App`. :func:`with_app`
+returns the job's config with ``task.class`` (the runtime's :class:`DataflowTask`),
+``task.inputs`` (the app's sources) and, for every stateful operator the user did not
+configure under ``stores.<name>.*``, a RocksDB store of that name with the source's key serde,
+JSON values and a changelog ``<job.name>-<job.id>-<name>-changelog``. Every command that reads
+the config (run, restore, store, status, Spark) sees the same stores, so the tooling works on
+a dataflow's state unchanged. The added keys are located at the ``app.class`` line.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from millpond.config import Config, StreamRef
+from millpond.streams.dataflow import App
+from millpond.streams.errors import DataflowError
+
+APP_KEY = "app.class"
+DATAFLOW_TASK = "millpond.streams.runtime.DataflowTask"
+
+
+def load_app(config: Config) -> App:
+    """Import the app ``app.class`` names (``module:attribute``, importable from the cwd)."""
+    spec = (config.get(APP_KEY) or "").strip()
+    where = config.location(APP_KEY)
+    module_name, colon, attr = spec.partition(":")
+    if not colon or not module_name or not attr:
+        raise DataflowError(f"{where}: {APP_KEY}={spec!r}: expected <module>:<attribute>, "
+                            "e.g. app.class=myjobs.counts:app")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        app = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise DataflowError(f"{where}: {APP_KEY}={spec} cannot be imported: {exc}") from exc
+    if not isinstance(app, App):
+        raise DataflowError(f"{where}: {APP_KEY}={spec} is a {type(app).__name__}, not a "
+                            "millpond.streams.App")
+    if not app.sources:
+        raise DataflowError(f"{where}: the app {spec} reads no topic (app.source(topic))")
+    return app
+
+
+def with_app(config: Config) -> Config:
+    """``config`` with the keys its ``app.class`` implies (unchanged without one)."""
+    spec = (config.get(APP_KEY) or "").strip()
+    if ":" not in spec or config.get("task.class") == DATAFLOW_TASK:
+        return config  # no app, a Samza application class (ignored), or compiled already
+    app = load_app(config)
+    props = config.properties.copy()
+    file, line = config.properties.location(APP_KEY) or ("<app.class>", 0)
+    job = config.job
+    inputs = ",".join(f"kafka.{topic}" for topic in app.sources)
+    given = (config.get("task.inputs") or "").strip()
+    if given and {s.strip() for s in given.split(",")} != set(inputs.split(",")):
+        raise DataflowError(f"{config.location('task.inputs')}: task.inputs={given} but the "
+                            f"app reads {inputs}; remove task.inputs (the app's sources "
+                            "decide it)")
+    if config.get("task.class"):
+        raise DataflowError(f"{config.location('task.class')}: set task.class or app.class, "
+                            "not both")
+    props.set("task.class", DATAFLOW_TASK, file, line)
+    props.set("task.inputs", inputs, file, line)
+    for name, node in app.stores.items():
+        prefix = f"stores.{name}."
+        if any(key.startswith(prefix) for key in props):
+            continue  # configured by the user: theirs entirely
+        source = _source_of(app, node)
+        key_serde, _ = config.stream_serdes(StreamRef("kafka", source))
+        props.set(prefix + "factory", "rocksdb", file, line)
+        props.set(prefix + "key.serde", key_serde or "string", file, line)
+        props.set(prefix + "msg.serde", "json", file, line)
+        if not config.get("job.changelog.system"):
+            props.set(prefix + "changelog", f"kafka.{job.name}-{job.id}-{name}-changelog",
+                      file, line)
+    return Config.from_properties(props)
+
+
+def _source_of(app: App, target: object) -> str:
+    """The topic whose records reach ``target`` (each operator hangs under one source)."""
+    for topic, root in app.sources.items():
+        todo = [root]
+        while todo:
+            node = todo.pop()
+            if node is target:
+                return topic
+            todo.extend(node.children)
+    raise DataflowError("an operator is not reachable from any source")  # pragma: no cover
+
+
+def load_config(path: str | Path, overrides: Sequence[str] = ()) -> Config:
+    """Read a job's properties (overrides, ``${NAME}``) and compile its ``app.class``: what
+    every command works from."""
+    return with_app(Config.load(path, overrides))

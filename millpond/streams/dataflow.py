@@ -1,0 +1,155 @@
+"""Declaring a dataflow: an :class:`App` of sources, operators and sinks.
+
+A stream carries ``(key, value)`` records: the key is the Kafka record's key (deserialized
+with the stream's key serde), and every stateful operator keeps its state per key, in a
+millpond store named after the operator (``stores.<name>.*`` options apply; its changelog,
+backups, restore and Spark tools are those of any store). Operators that change only values
+(``map``, ``filter``, ``flat_map``, ``peek``) keep the key, so the records of a key stay in the
+task that owns its partition.
+
+Declaring builds a tree of :class:`Node`; nothing runs until the app is compiled onto tasks
+(:mod:`millpond.streams.runtime`) or a test driver (:mod:`millpond.streams.testing`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from millpond.streams import aggregations as aggs
+from millpond.streams.aggregations import Aggregation
+from millpond.streams.errors import DataflowError
+
+STATEFUL = ("stateful_map", "aggregate")
+
+
+@dataclass(eq=False)
+class Node:
+    """One operator: its kind, name, function, and the operators fed by its output."""
+
+    kind: str  # source, map, filter, flat_map, peek, stateful_map, aggregate, to
+    label: str  # how errors name it: "map #2 of page-views" or the stateful operator's name
+    fn: Any = None
+    topic: str | None = None  # source and sink
+    name: str | None = None  # stateful operators: the store's name
+    children: list[Node] = field(default_factory=list)
+
+
+class App:
+    """A dataflow application: ``app.class=<module>:<attribute>`` names one in a job's
+    properties, and ``millpond run`` runs it like a StreamTask job."""
+
+    def __init__(self, name: str | None = None) -> None:
+        self.name = name
+        self.sources: dict[str, Node] = {}
+        self.stores: dict[str, Node] = {}
+        self.sinks: set[str] = set()
+        self._count = 0
+
+    def source(self, topic: str) -> Stream:
+        """The records of ``topic`` (its serdes: the job's stream or system serdes)."""
+        node = self.sources.get(topic)
+        if node is None:
+            node = self.sources[topic] = Node("source", f"source {topic}", topic=topic)
+        return Stream(self, node)
+
+    def _label(self, kind: str, topic: str) -> str:
+        self._count += 1
+        return f"{kind} #{self._count} (from {topic})"
+
+    def _store(self, name: str, node: Node) -> None:
+        if not name or not isinstance(name, str):
+            raise DataflowError(f"{node.kind} needs a name (it names the operator's store)")
+        if name in self.stores:
+            raise DataflowError(f"two stateful operators are named {name!r}: each one's name "
+                                "is its store's name and must be unique")
+        self.stores[name] = node
+
+
+class Stream:
+    """A stream of ``(key, value)`` records; each method adds an operator and returns the
+    stream of its output."""
+
+    def __init__(self, app: App, node: Node, origin: str | None = None) -> None:
+        self._app = app
+        self._node = node
+        self._origin = origin or node.topic or "?"
+
+    def _add(self, kind: str, fn: Any = None, name: str | None = None,
+             topic: str | None = None) -> Stream:
+        label = name if name is not None else self._app._label(kind, self._origin)
+        node = Node(kind, label, fn=fn, topic=topic, name=name)
+        if kind in STATEFUL:
+            self._app._store(name or "", node)
+        self._node.children.append(node)
+        return Stream(self._app, node, self._origin)
+
+    # ---- stateless ------------------------------------------------------------------------
+    def map(self, fn: Callable[[Any], Any]) -> Stream:
+        """``fn(value)`` for each value; the key stays."""
+        return self._add("map", fn)
+
+    def filter(self, predicate: Callable[[Any], bool]) -> Stream:
+        """The records whose value ``predicate`` accepts."""
+        return self._add("filter", predicate)
+
+    def flat_map(self, fn: Callable[[Any], Iterable[Any]]) -> Stream:
+        """Each value of ``fn(value)`` (none, one or many), under the record's key."""
+        return self._add("flat_map", fn)
+
+    def peek(self, fn: Callable[[Any, Any], None]) -> Stream:
+        """Call ``fn(key, value)`` for each record (logging, metrics) and pass it on."""
+        return self._add("peek", fn)
+
+    # ---- keyed state ----------------------------------------------------------------------
+    def stateful_map(self, name: str, fn: Callable[[Any, Any], tuple[Any, Any]]) -> Stream:
+        """``fn(state, value) -> (new_state, output)`` with the key's state (None at first);
+        a new state of None deletes it. Emits each output (Bytewax's and Malstrom's shape)."""
+        return self._add("stateful_map", fn, name)
+
+    def aggregate(self, name: str, aggregation: Aggregation) -> Stream:
+        """Fold each key's values with ``aggregation``; emits the key's new result."""
+        return self._add("aggregate", aggregation, name)
+
+    def count(self, name: str) -> Stream:
+        """Each key's count so far."""
+        return self.aggregate(name, aggs.count())
+
+    def sum(self, name: str, by: Callable[[Any], Any] = aggs._identity) -> Stream:
+        """Each key's sum of ``by(value)``."""
+        return self.aggregate(name, aggs.total(by))
+
+    def min(self, name: str, by: Callable[[Any], Any] = aggs._identity) -> Stream:
+        """Each key's smallest ``by(value)``."""
+        return self.aggregate(name, aggs.minimum(by))
+
+    def max(self, name: str, by: Callable[[Any], Any] = aggs._identity) -> Stream:
+        """Each key's largest ``by(value)``."""
+        return self.aggregate(name, aggs.maximum(by))
+
+    def mean(self, name: str, by: Callable[[Any], Any] = aggs._identity) -> Stream:
+        """Each key's mean of ``by(value)``."""
+        return self.aggregate(name, aggs.mean(by))
+
+    def reduce(self, name: str, fn: Callable[[Any, Any], Any]) -> Stream:
+        """Each key's ``fn(accumulated, value)``, from its first value."""
+        return self.aggregate(name, aggs.reduce(fn))
+
+    def fold(self, name: str, init: Callable[[], Any], add: Callable[[Any, Any], Any]) -> Stream:
+        """Each key's ``add(state, value)``, from ``init()``."""
+        return self.aggregate(name, aggs.fold(init, add))
+
+    def agg(self, name: str, **named: Aggregation) -> Stream:
+        """Several aggregations at once in one store: emits a dict of their results,
+        e.g. ``agg("stats", n=count(), spent=total(lambda v: v["amount"]))``."""
+        if not named:
+            raise DataflowError(f"agg {name!r} needs at least one aggregation")
+        return self.aggregate(name, aggs.several(named))
+
+    # ---- sinks ----------------------------------------------------------------------------
+    def to(self, topic: str) -> None:
+        """Send every record to ``topic`` (its serdes: the job's stream or system serdes;
+        its partition: the job's partitioner on the key), in the task's transaction."""
+        self._app.sinks.add(topic)
+        self._add("to", topic=topic)

@@ -1,0 +1,18 @@
+"""Dataflow apps the streams tests run (app.class=tests.streams.apps:<name>)."""
+
+from __future__ import annotations
+
+from millpond.streams import App, count, total
+
+# The counting job of tests/jobs/counting.py as a dataflow: every new count per user.
+counts = App()
+counts.source("page-views").map(lambda v: v["user_id"]).count("counts").to("user-counts")
+
+# Several aggregations in one store, and a stateful_map that keeps the last two items.
+stats = App()
+orders = stats.source("orders")
+orders.filter(lambda v: v["amount"] > 0).agg(
+    "spend", n=count(), spent=total(lambda v: v["amount"])).to("spend")
+orders.stateful_map(
+    "last-two", lambda state, v: ((state or [])[-1:] + [v["item"]],
+                                  (state or [])[-1:] + [v["item"]])).to("recent")
