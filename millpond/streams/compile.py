@@ -27,7 +27,9 @@ DATAFLOW_TASK = "millpond.streams.runtime.DataflowTask"
 
 
 def load_app(config: Config) -> App:
-    """Import the app ``app.class`` names (``module:attribute``, importable from the cwd)."""
+    """Import the app ``app.class`` names (``module:attribute``, importable from the cwd): an
+    :class:`App`, or a function of the job's :class:`Config` that returns one (an app whose
+    topics come from the properties)."""
     spec = (config.get(APP_KEY) or "").strip()
     where = config.location(APP_KEY)
     module_name, colon, attr = spec.partition(":")
@@ -40,9 +42,11 @@ def load_app(config: Config) -> App:
         app = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
         raise DataflowError(f"{where}: {APP_KEY}={spec} cannot be imported: {exc}") from exc
+    if callable(app) and not isinstance(app, App):
+        app = app(config)  # a function of the job's config that builds the app
     if not isinstance(app, App):
         raise DataflowError(f"{where}: {APP_KEY}={spec} is a {type(app).__name__}, not a "
-                            "millpond.streams.App")
+                            "millpond.streams.App (or a function of the config returning one)")
     if not app.sources:
         raise DataflowError(f"{where}: the app {spec} reads no topic (app.source(topic))")
     return app
