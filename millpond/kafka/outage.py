@@ -60,6 +60,14 @@ class LogLimiter:
         self._last: dict[str, float] = {}
         self._held: dict[str, int] = {}
 
+    def __getstate__(self) -> dict[str, object]:
+        """Picklable (Spark ships client settings, their logger included, to executors): the
+        copy starts with no history and a lock of its own."""
+        return {"every_s": self.every_s, "_clock": self._clock}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__init__(state["every_s"], state["_clock"])  # type: ignore[misc]
+
     def admit(self, cause: str) -> int | None:
         """None to drop this line; else the number of lines of the same cause dropped since
         the last one let through (say it in the line)."""

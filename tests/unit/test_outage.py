@@ -98,3 +98,13 @@ def test_an_outage_counts_from_when_the_failed_work_began() -> None:
     assert outage.down_s == 50.0
     outage.unavailable("again", ago_s=500.0)  # the outage had already begun
     assert outage.down_s == 50.0
+
+
+def test_a_limiter_pickles_without_its_history() -> None:
+    """Spark pickles the job's client settings (their logger and its limiter included)."""
+    import pickle
+
+    limiter = LogLimiter()
+    limiter.admit("a")
+    copy = pickle.loads(pickle.dumps(limiter))
+    assert copy.admit("a") == 0 and limiter.admit("a") is None
