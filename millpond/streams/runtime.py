@@ -155,3 +155,9 @@ class DataflowTask(StreamTask):
                 coordinator: TaskCoordinator) -> None:
         self._env.collector = collector
         self._chains[envelope.stream](envelope.key, envelope.message)
+
+    def fused_steps(self, collector: MessageCollector) -> dict[str, Step]:
+        """The run loop's fast path: one ``step(key, value)`` per input topic, called without
+        an envelope (the same chains :meth:`process` runs)."""
+        self._env.collector = collector
+        return self._chains

@@ -77,6 +77,10 @@ class TaskInstance:
         messages were consumed so the container can act and resume after them.
         """
         process, collector, coordinator = self.task.process, self.collector, self.coordinator
+        # A task that runs records without envelopes (a dataflow: its fused operator chains)
+        # is called with (key, value) alone.
+        fused = getattr(self.task, "fused_steps", None)
+        steps = fused(collector) if fused is not None else None
         next_offsets, partition, metrics = self.next_offsets, self.partition, self.metrics
         last_topic: str | None = None
         key_serde = msg_serde = None
@@ -103,12 +107,14 @@ class TaskInstance:
                 metrics.skipped += 1
                 next_offsets[topic] = offset + 1
                 continue
-            envelope = IncomingMessageEnvelope(
-                topic, partition, offset, key, value, msg.timestamp()[1],
-                msg.headers() or (),  # type: ignore[arg-type]
-            )
             try:
-                process(envelope, collector, coordinator)
+                if steps is not None:
+                    steps[topic](key, value)
+                else:
+                    process(IncomingMessageEnvelope(
+                        topic, partition, offset, key, value, msg.timestamp()[1],
+                        msg.headers() or (),  # type: ignore[arg-type]
+                    ), collector, coordinator)
             except NOT_THE_MESSAGE:
                 raise  # a moved task is closed and reopened; a missing output stops the job
             except Exception as exc:
