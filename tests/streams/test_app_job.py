@@ -93,3 +93,44 @@ def _dump(conf: Path, env: dict[str, str]) -> dict[str, int]:
     out = _cli(env, "store", "dump", "--config", str(conf), "--store", "counts")
     assert out.returncode == 0, out.stdout + out.stderr
     return {row["key"]: row["value"] for row in map(json.loads, out.stdout.splitlines())}
+
+
+def test_a_failing_operator_stops_the_job_naming_it_and_the_message(
+    kafka_bootstrap: str, topic_name: Callable[[str], str], tmp_path: Path,
+) -> None:
+    """A first run counts 30 records; then the 31st record makes the app's map raise: the job
+    stops with one line naming the operator, the topic, partition and offset, and what the
+    first run committed stays (the checkpoint resumes at offset 30, the count is 30)."""
+    from confluent_kafka import Producer
+
+    source, out = topic_name("in"), topic_name("out")
+    create_topic(kafka_bootstrap, source, 1)
+    create_topic(kafka_bootstrap, out, 1)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+
+    def produce(values: list[dict[str, str]]) -> None:
+        for value in values:
+            producer.produce(source, json.dumps(value), b"u")
+        assert producer.flush(30) == 0
+
+    (tmp_path / "failing_app.py").write_text(
+        "from millpond.streams import App\n"
+        "app = App()\n"
+        f"app.source({source!r}).map(lambda v: v['user_id']).count('counts').to({out!r})\n")
+    conf = _config(tmp_path / "app.properties", kafka_bootstrap, topic_name("app"),
+                   tmp_path / "state", **{"app.class": "failing_app:app"})
+    env = {"PYTHONPATH": str(tmp_path)}
+    produce([{"user_id": "u"}] * 30)
+    first = run_job(conf, "--bounded", env=env, timeout=120)
+    assert first.returncode == 0, first.stderr[-3000:]
+    produce([{"name": "no user_id"}] + [{"user_id": "u"}] * 9)
+    done = run_job(conf, "--bounded", env=env, timeout=120)
+    errors = [line for line in done.stderr.splitlines() if line.startswith("Error:")]
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert len(errors) == 1, done.stderr[-3000:]
+    assert f"{source}[0] at offset 30" in errors[0]
+    assert "operator map #1" in errors[0] and "KeyError" in errors[0], errors[0]
+    shown = _cli(env, "checkpoint", "show", "--config", str(conf), "--format", "json")
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["partition-0"]["inputs"][source] == 30
+    assert _dump(conf, env) == {"u": 30}
