@@ -171,6 +171,31 @@ def _rate(size: int, seconds: float) -> str:
 
 
 @main.group()
+def app() -> None:
+    """Inspect a dataflow app (app.class): its operators, stores and topics."""
+
+
+@app.command("describe")
+@config_option
+@override_option
+@click.option("--format", "fmt", type=click.Choice(["text", "mermaid"]), default="text",
+              show_default=True, help="An indented tree, or a Mermaid flowchart.")
+def app_describe(config_path: Path, overrides: tuple[str, ...], fmt: str) -> None:
+    """Print the app's sources, operators, stores (with their changelogs) and sinks."""
+    from millpond.streams import describe
+    from millpond.streams.compile import load_app
+    from millpond.streams.errors import DataflowError
+
+    config = _load_config(config_path, overrides)
+    if ":" not in (config.get("app.class") or ""):
+        raise DataflowError(f"{config_path}: no app.class=<module>:<attribute>; this job is a "
+                            "StreamTask job (task.class)")
+    dataflow = load_app(config)
+    click.echo((describe.mermaid if fmt == "mermaid" else describe.text)(dataflow, config),
+               nl=False)
+
+
+@main.group()
 def checkpoint() -> None:
     """Show or set a job's checkpoints (input and changelog offsets per task)."""
 

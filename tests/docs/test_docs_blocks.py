@@ -16,7 +16,9 @@ evaluated in order:
   ``<!-- docs-test: stop -->`` (or the page's end) sends it SIGINT, and it must exit 0. Each
   command must succeed and have its effect: topics exist, the input grew, the job consumed
   all of it and sent output, ``status`` shows the running process owning every partition.
-* ``text``: output and synopses, not run.
+* ``text``: output and synopses, not run;
+* ``mermaid``: a diagram `millpond app describe --format mermaid` printed; it must still be
+  what that command prints (its first line names the command).
 
 A block that cannot run is preceded by ``<!-- skip: next "why" -->`` (sybil's skip
 directive, with a reason); a block in any other language, a bare skip, or a skip without a
@@ -54,7 +56,7 @@ from millpond.stores.engines.rocksdb_options import RocksDbOptions
 from tests.kafka_util import REPO, OutputLines, read_stable
 
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
-LANGUAGES = {"python", "sh", "properties", "text"}
+LANGUAGES = {"python", "sh", "properties", "text", "mermaid"}
 DEV_BROKER = "127.0.0.1:9092"
 VENV = Path(sys.executable).parent.parent  # .venv/bin/python -> .venv
 TIMEOUT = 120
@@ -284,12 +286,28 @@ class DocsTestParser:
             yield Region(lexed.start, lexed.end, lexed.lexemes["arguments"], docs_test_directive)
 
 
+def check_mermaid(example: Example) -> None:
+    """A ``mermaid`` block opens with ``%% millpond app describe --config F --format mermaid``
+    and must be exactly what that command prints (the diagram cannot drift from the app)."""
+    from millpond.streams import describe
+    from millpond.streams.compile import load_app, load_config
+
+    first, _, rest = str(example.parsed).partition("\n")
+    m = re.fullmatch(r"%%\s*millpond app describe --config (\S+) --format mermaid", first.strip())
+    assert m, f"a mermaid block must open with '%% millpond app describe --config F --format " \
+              f"mermaid', not {first!r}"
+    config = load_config(REPO / m[1])
+    assert rest == describe.mermaid(load_app(config), config), \
+        f"the diagram differs from `millpond app describe --config {m[1]} --format mermaid`"
+
+
 SYBIL = Sybil(parsers=[
     SkipParser(),
     DocsTestParser(),
     PythonCodeBlockParser(),
     CodeBlockParser(language="sh", evaluator=run_shell),
     CodeBlockParser(language="properties", evaluator=check_properties),
+    CodeBlockParser(language="mermaid", evaluator=check_mermaid),
 ])
 
 

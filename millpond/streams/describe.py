@@ -1,0 +1,65 @@
+"""What a dataflow app is made of: its sources, operators, stores, changelogs and sinks, as
+text or as a Mermaid flowchart (``millpond app describe``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from millpond.config import Config
+from millpond.streams.dataflow import STATEFUL, App, Node
+
+
+def _walk(node: Node, depth: int = 0) -> Iterator[tuple[int, Node]]:
+    yield depth, node
+    for child in node.children:
+        yield from _walk(child, depth + 1)
+
+
+def _what(node: Node, config: Config | None) -> str:
+    if node.kind == "source":
+        return f"source {node.topic}"
+    if node.kind == "to":
+        return f"to {node.topic}"
+    if node.kind in STATEFUL:
+        store = config.stores.get(node.label) if config is not None else None
+        changelog = f", changelog {store.changelog.topic}" if store and store.changelog else ""
+        return f"{node.kind} {node.label} (store {node.label}{changelog})"
+    return node.label
+
+
+def text(app: App, config: Config | None = None) -> str:
+    """An indented tree per source; stateful operators with their store and changelog."""
+    lines = []
+    for root in app.sources.values():
+        for depth, node in _walk(root):
+            lines.append("  " * depth + ("" if depth == 0 else "-> ") + _what(node, config))
+    return "\n".join(lines) + "\n"
+
+
+def mermaid(app: App, config: Config | None = None) -> str:
+    """A Mermaid flowchart: topics as stadiums, stateful operators as cylinders (stores)."""
+    ids: dict[int, str] = {}
+    lines = ["flowchart LR"]
+    topics: dict[str, str] = {}
+
+    def topic_id(topic: str) -> str:
+        if topic not in topics:
+            topics[topic] = f"t{len(topics)}"
+            lines.append(f'  {topics[topic]}(["{topic}"])')
+        return topics[topic]
+
+    def node_id(node: Node) -> str:
+        if node.kind in ("source", "to"):
+            return topic_id(node.topic or "?")
+        if id(node) not in ids:
+            ids[id(node)] = f"n{len(ids)}"
+            shape = ('[("{}")]' if node.kind in STATEFUL else '["{}"]').format(
+                _what(node, config).replace('"', "'"))
+            lines.append(f"  {ids[id(node)]}{shape}")
+        return ids[id(node)]
+
+    for root in app.sources.values():
+        for _, node in _walk(root):
+            for child in node.children:
+                lines.append(f"  {node_id(node)} --> {node_id(child)}")
+    return "\n".join(lines) + "\n"
