@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from millpond.changelog.generations import store_topic
 from millpond.config import Config
+from millpond.streams.compile import internal_topics, load_app
 
 ROLES = ("job", "cli", "operator", "spark")
 
@@ -89,7 +90,10 @@ def required_acls(config: Config, role: str, outputs: Sequence[str] = ()) -> lis
     from millpond.job import Job
 
     job = Job(config)
-    inputs = [ref.topic for ref in config.job.inputs]
+    internal = internal_topics(config)  # a dataflow's key_by topics: inputs it also writes
+    inputs = [ref.topic for ref in config.job.inputs if ref.topic not in internal]
+    if internal or ":" in (config.get("app.class") or ""):  # an app names its own outputs
+        outputs = [*outputs, *sorted(load_app(config).sinks - set(outputs))]
     side = sorted({ref.topic for cfg in config.stores.values() for ref in cfg.side_inputs})
     out: list[Acl] = []
     if role == "job":
@@ -97,6 +101,9 @@ def required_acls(config: Config, role: str, outputs: Sequence[str] = ()) -> lis
             out += _topic(topic, READ_TOPIC, "input")
         for topic in side:
             out += _topic(topic, READ_TOPIC, "side input")
+        for topic in internal:
+            out += _topic(topic, (*OWN_TOPIC, "Delete"),
+                          "a key_by's internal topic (created, written, read, purged)")
         out += _changelogs(config, OWN_TOPIC)
         out += _topic(job.checkpoint_topic, OWN_TOPIC, "checkpoint topic")
         if config.job.dlq_stream is not None:

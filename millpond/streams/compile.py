@@ -23,6 +23,9 @@ from millpond.streams.dataflow import App
 from millpond.streams.errors import DataflowError
 
 APP_KEY = "app.class"
+# A key_by's topic keeps its records until the reading task has committed past them (the job
+# deletes those, as Kafka Streams purges its repartition topics), never by age.
+INTERNAL_TOPIC_CONFIG = {"cleanup.policy": "delete", "retention.ms": "-1"}
 DATAFLOW_TASK = "millpond.streams.runtime.DataflowTask"
 
 
@@ -52,6 +55,19 @@ def load_app(config: Config) -> App:
     return app
 
 
+def internal_topic(job_name: str, job_id: str, name: str) -> str:
+    """The internal topic of key_by ``name``: the job's own, so its ACL prefix covers it."""
+    return f"{job_name}-{job_id}-{name}-repartition"
+
+
+def internal_topics(config: Config) -> list[str]:
+    """The internal topics of the job's app (none for a StreamTask job)."""
+    if ":" not in (config.get(APP_KEY) or ""):
+        return []
+    job = config.job
+    return [internal_topic(job.name, job.id, name) for name in load_app(config).repartitions]
+
+
 def with_app(config: Config) -> Config:
     """``config`` with the keys its ``app.class`` implies (unchanged without one)."""
     spec = (config.get(APP_KEY) or "").strip()
@@ -61,23 +77,31 @@ def with_app(config: Config) -> Config:
     props = config.properties.copy()
     file, line = config.properties.location(APP_KEY) or ("<app.class>", 0)
     job = config.job
-    inputs = ",".join(f"kafka.{topic}" for topic in app.sources)
+    internal = {name: internal_topic(job.name, job.id, name) for name in app.repartitions}
+    sources = ",".join(f"kafka.{topic}" for topic in app.sources)
+    inputs = ",".join([sources, *(f"kafka.{t}" for t in internal.values())])
     given = (config.get("task.inputs") or "").strip()
-    if given and {s.strip() for s in given.split(",")} != set(inputs.split(",")):
+    if given and {s.strip() for s in given.split(",")} != set(sources.split(",")):
         raise DataflowError(f"{config.location('task.inputs')}: task.inputs={given} but the "
-                            f"app reads {inputs}; remove task.inputs (the app's sources "
+                            f"app reads {sources}; remove task.inputs (the app's sources "
                             "decide it)")
     if config.get("task.class"):
         raise DataflowError(f"{config.location('task.class')}: set task.class or app.class, "
                             "not both")
     props.set("task.class", DATAFLOW_TASK, file, line)
     props.set("task.inputs", inputs, file, line)
+    for topic in internal.values():  # re-keyed records: JSON keys and values
+        for part in ("key", "msg"):
+            key = f"systems.kafka.streams.{topic}.samza.{part}.serde"
+            if key not in props:
+                props.set(key, "json", file, line)
     for name, node in app.stores.items():
         prefix = f"stores.{name}."
         if any(key.startswith(prefix) for key in props):
             continue  # configured by the user: theirs entirely
         source = _source_of(app, node)
-        key_serde, _ = config.stream_serdes(StreamRef("kafka", source))
+        key_serde = ("json" if source in app.repartitions
+                     else config.stream_serdes(StreamRef("kafka", source))[0])
         props.set(prefix + "factory", "rocksdb", file, line)
         props.set(prefix + "key.serde", key_serde or "string", file, line)
         props.set(prefix + "msg.serde", "json", file, line)
@@ -88,8 +112,9 @@ def with_app(config: Config) -> Config:
 
 
 def _source_of(app: App, target: object) -> str:
-    """The topic whose records reach ``target`` (each operator hangs under one source)."""
-    for topic, root in app.sources.items():
+    """The topic (or key_by name) whose records reach ``target`` (each operator hangs under
+    one source)."""
+    for topic, root in [*app.sources.items(), *app.repartitions.items()]:
         todo = [root]
         while todo:
             node = todo.pop()

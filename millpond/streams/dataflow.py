@@ -28,11 +28,11 @@ STATEFUL = ("stateful_map", "aggregate")
 class Node:
     """One operator: its kind, name, function, and the operators fed by its output."""
 
-    kind: str  # source, map, filter, flat_map, peek, stateful_map, aggregate, to
+    kind: str  # source, map, filter, flat_map, peek, stateful_map, aggregate, key_by, to
     label: str  # how errors name it: "map #2 of page-views" or the stateful operator's name
     fn: Any = None
-    topic: str | None = None  # source and sink
-    name: str | None = None  # stateful operators: the store's name
+    topic: str | None = None  # source and sink (None: a key_by's internal topic)
+    name: str | None = None  # stateful operators: the store's; key_by: the internal topic's
     children: list[Node] = field(default_factory=list)
 
 
@@ -44,6 +44,8 @@ class App:
         self.name = name
         self.sources: dict[str, Node] = {}
         self.stores: dict[str, Node] = {}
+        # key_by name -> the source node of the records it re-keyed (its internal topic)
+        self.repartitions: dict[str, Node] = {}
         self.sinks: set[str] = set()
         self._count = 0
 
@@ -59,12 +61,17 @@ class App:
         return f"{kind} #{self._count} (from {topic})"
 
     def _store(self, name: str, node: Node) -> None:
-        if not name or not isinstance(name, str):
-            raise DataflowError(f"{node.kind} needs a name (it names the operator's store)")
-        if name in self.stores:
-            raise DataflowError(f"two stateful operators are named {name!r}: each one's name "
-                                "is its store's name and must be unique")
+        self._check_name(name, node)
         self.stores[name] = node
+
+    def _check_name(self, name: str, node: Node) -> None:
+        what = "internal topic" if node.kind == "key_by" else "store"
+        if not name or not isinstance(name, str):
+            raise DataflowError(f"{node.kind} needs a name (it names the operator's {what})")
+        if name in self.stores or name in self.repartitions:
+            raise DataflowError(f"two operators are named {name!r}: the name of a stateful "
+                                "operator or a key_by names its store or internal topic and "
+                                "must be unique")
 
 
 class Stream:
@@ -101,6 +108,19 @@ class Stream:
     def peek(self, fn: Callable[[Any, Any], None]) -> Stream:
         """Call ``fn(key, value)`` for each record (logging, metrics) and pass it on."""
         return self._add("peek", fn)
+
+    # ---- re-keying ------------------------------------------------------------------------
+    def key_by(self, name: str, fn: Callable[[Any], Any]) -> Stream:
+        """The records keyed by ``fn(value)``: they go through an internal topic
+        (``<job.name>-<job.id>-<name>-repartition``, partitioned by the new key) written in
+        the task's transaction and read ``read_committed``, so the state downstream is keyed
+        by the new key and exact under every guarantee."""
+        node = Node("key_by", name, fn=fn, name=name)
+        self._app._check_name(name, node)
+        self._node.children.append(node)
+        source = Node("source", f"repartition {name}", name=name)
+        self._app.repartitions[name] = source
+        return Stream(self._app, source, f"{name} (re-keyed)")
 
     # ---- keyed state ----------------------------------------------------------------------
     def stateful_map(self, name: str, fn: Callable[[Any, Any], tuple[Any, Any]]) -> Stream:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from millpond.config import Config
+from millpond.streams.compile import internal_topic
 from millpond.streams.dataflow import STATEFUL, App, Node
 
 
@@ -16,10 +17,16 @@ def _walk(node: Node, depth: int = 0) -> Iterator[tuple[int, Node]]:
 
 
 def _what(node: Node, config: Config | None) -> str:
+    if node.kind == "source" and node.topic is None:  # a key_by's records
+        return f"re-keyed by {node.name}"
     if node.kind == "source":
         return f"source {node.topic}"
     if node.kind == "to":
         return f"to {node.topic}"
+    if node.kind == "key_by":
+        topic = (internal_topic(config.job.name, config.job.id, node.label)
+                 if config is not None else f"{node.label}-repartition")
+        return f"key_by {node.label} (topic {topic})"
     if node.kind in STATEFUL:
         store = config.stores.get(node.label) if config is not None else None
         changelog = f", changelog {store.changelog.topic}" if store and store.changelog else ""
@@ -30,7 +37,7 @@ def _what(node: Node, config: Config | None) -> str:
 def text(app: App, config: Config | None = None) -> str:
     """An indented tree per source; stateful operators with their store and changelog."""
     lines = []
-    for root in app.sources.values():
+    for root in [*app.sources.values(), *app.repartitions.values()]:
         for depth, node in _walk(root):
             lines.append("  " * depth + ("" if depth == 0 else "-> ") + _what(node, config))
     return "\n".join(lines) + "\n"
@@ -49,6 +56,9 @@ def mermaid(app: App, config: Config | None = None) -> str:
         return topics[topic]
 
     def node_id(node: Node) -> str:
+        if node.kind == "source" and node.topic is None:  # a key_by's internal topic
+            return topic_id(internal_topic(config.job.name, config.job.id, node.name or "?")
+                            if config is not None else f"{node.name}-repartition")
         if node.kind in ("source", "to"):
             return topic_id(node.topic or "?")
         if id(node) not in ids:
@@ -58,8 +68,10 @@ def mermaid(app: App, config: Config | None = None) -> str:
             lines.append(f"  {ids[id(node)]}{shape}")
         return ids[id(node)]
 
-    for root in app.sources.values():
+    for root in [*app.sources.values(), *app.repartitions.values()]:
         for _, node in _walk(root):
             for child in node.children:
                 lines.append(f"  {node_id(node)} --> {node_id(child)}")
+            if node.kind == "key_by":  # through its internal topic to what reads it
+                lines.append(f"  {node_id(node)} --> {node_id(app.repartitions[node.label])}")
     return "\n".join(lines) + "\n"

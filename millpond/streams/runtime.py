@@ -28,11 +28,14 @@ Step = Callable[[Any, Any], None]
 
 
 class Env(Protocol):
-    """What running operators need: the operators' stores and a way to send records."""
+    """What running operators need: the operators' stores, a way to send records, and the
+    topic of each key_by's internal topic."""
 
     def store(self, name: str) -> Any: ...
 
     def send(self, topic: str, key: Any, value: Any) -> None: ...
+
+    def internal_topic(self, name: str) -> str: ...
 
 
 def _none(key: Any, value: Any) -> None:
@@ -113,6 +116,15 @@ def bind(node: Node, env: Env) -> Step:
                 raise OperatorError(label, exc) from exc
             store.put(key, state)
             emit(key, out)
+    elif kind == "key_by":
+        internal, send_to = env.internal_topic(node.name or ""), env.send
+
+        def step(key: Any, value: Any) -> None:
+            try:
+                new_key = fn(value)
+            except Exception as exc:
+                raise OperatorError(label, exc) from exc
+            send_to(internal, new_key, value)
     elif kind == "to":
         topic, send = node.topic or "", env.send
 
@@ -124,14 +136,21 @@ def bind(node: Node, env: Env) -> Step:
 
 
 def chains(app: App, env: Env) -> dict[str, Step]:
-    """One fused function per source topic."""
-    return {topic: bind(node, env) for topic, node in app.sources.items()}
+    """One fused function per source topic (internal topics included)."""
+    out = {topic: bind(node, env) for topic, node in app.sources.items()}
+    for name, node in app.repartitions.items():
+        out[env.internal_topic(name)] = bind(node, env)
+    return out
 
 
 class _TaskEnv:
     def __init__(self, context: TaskContext) -> None:
+        from millpond.streams.compile import internal_topic
+
         self._context = context
         self.collector: MessageCollector | None = None
+        job = context.config.job
+        self.internal_topic = lambda name: internal_topic(job.name, job.id, name)
 
     def store(self, name: str) -> Any:
         return self._context.get_store(name)

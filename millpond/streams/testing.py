@@ -9,8 +9,9 @@ Pipe records into its sources, read what its sinks sent, look into its stores::
     assert driver.state("counts") == {"alice": 1}
 
 Stores hold what a JSON store would give back (a tuple comes back a list; a value JSON cannot
-hold fails here as it would in the job). Commits, transactions, restore and the broker are
-not simulated: test those against a real broker (`millpond run`).
+hold fails here as it would in the job); a ``key_by`` hands each record on at once, through
+JSON as its internal topic would. Commits, transactions, restore and the broker are not
+simulated: test those against a real broker (`millpond run`).
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ class TestDriver:
         self.app = app
         self._stores = {name: MemoryStore() for name in app.stores}
         self._outputs: dict[str, list[tuple[Any, Any]]] = {topic: [] for topic in app.sinks}
+        self._internal = {self.internal_topic(name) for name in app.repartitions}
         self._chains = chains(app, self)
 
     # Env, for the operators
@@ -64,7 +66,14 @@ class TestDriver:
                                 f"{', '.join(sorted(self._stores)) or 'none'})") from None
 
     def send(self, topic: str, key: Any, value: Any) -> None:
+        if topic in self._internal:  # a key_by: straight on, as the task that owns the key
+            self.pipe(topic, _JSON.from_bytes(_JSON.to_bytes(key)),
+                      _JSON.from_bytes(_JSON.to_bytes(value)))
+            return
         self._outputs[topic].append((key, value))
+
+    def internal_topic(self, name: str) -> str:
+        return f"{name}-repartition"
 
     # the test's side
     def pipe(self, topic: str, key: Any, value: Any) -> None:

@@ -38,7 +38,7 @@ from millpond.kafka.reading import FETCH_QUEUE_BACKOFF_MS
 from millpond.metrics import Reporter, parse_reporters, start_reporters
 from millpond.serdes import serdes_for
 from millpond.sideinputs.runtime import SideInputs
-from millpond.streams.compile import with_app
+from millpond.streams.compile import INTERNAL_TOPIC_CONFIG, internal_topics, with_app
 from millpond.tasks.commit import CommitProtocol
 from millpond.tasks.deadletter import DeadLetterPolicy
 from millpond.tasks.errors import MessageError
@@ -47,6 +47,7 @@ from millpond.tasks.loading import load_restore_listener, load_task_class
 from millpond.tasks.manager import TaskManager
 from millpond.tasks.membership import subscribe
 from millpond.tasks.opening import Fences, OpenContext, TaskOpener, open_task, reopen_hold_s
+from millpond.tasks.purge import InternalTopicPurger
 from millpond.tasks.runloop import LoopTiming, RunLoop
 from millpond.tasks.stream_serdes import StreamSerdes
 from millpond.tasks.telemetry import RuntimeMetrics
@@ -154,6 +155,13 @@ class Container:
         topics = current_topics(admin, self.restore_consumer, self.config, self.checkpoint_topic)
         changelogs = {topics[name]: cfg for name, cfg in self.config.stores.items()
                       if name in topics}
+        internal = internal_topics(self.config)
+        if internal:  # a dataflow's key_by topics: as many partitions as its sources
+            sources = [t for t in self.inputs if t not in internal]
+            partitions = admin.partition_count(sources[0])
+            if partitions is not None:
+                for topic in internal:
+                    admin.ensure_topic(topic, partitions, INTERNAL_TOPIC_CONFIG)
         task_count = check_job_topics(admin, self.inputs, changelogs, self.checkpoint_topic,
                                       self.on_error.topic)
         self.side_inputs.check_partitions(admin.partition_count, task_count)
@@ -169,7 +177,8 @@ class Container:
             **self.consumer_conf, "group.id": self.group_id,
             "partition.assignment.strategy": "cooperative-sticky",
             "enable.auto.commit": False, "auto.offset.reset": "earliest",
-            "isolation.level": self.guarantee.isolation,
+            # A dataflow's internal topics are written in transactions: read them committed.
+            "isolation.level": "read_committed" if internal else self.guarantee.isolation,
             "enable.partition.eof": self.bounded,
         }
         self._consumer_conf = conf
@@ -187,10 +196,12 @@ class Container:
             commit_every_s=job.commit_ms / 1000.0,
             window_every_s=job.window_ms / 1000.0 if job.window_ms > 0 else 0.0,
             status_every_s=self.status_every, bounded=self.bounded, task_count=task_count,
-            end_grace_s=int(conf.get("heartbeat.interval.ms", 3000)) / 1000.0 + 1.0)
+            end_grace_s=int(conf.get("heartbeat.interval.ms", 3000)) / 1000.0 + 1.0,
+            internal=tuple(internal))
         self.loop = RunLoop(manager, inputs=self.inputs, serdes=self.serdes,
                             on_error=self.on_error, faults=self.faults, timing=timing,
-                            metrics=self.metrics, rejoin=self._rejoin)
+                            metrics=self.metrics, rejoin=self._rejoin,
+                            purger=InternalTopicPurger(admin.admin, internal) if internal else None)
         self.loop.stopping = self._stop_requested
         subscribe(self.consumer, self.inputs[0], manager, self.faults)
         try:

@@ -16,17 +16,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from confluent_kafka import Consumer, KafkaError, Message
+from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
 from millpond.api import SerdePair
 from millpond.kafka.errors import KafkaClientError
 from millpond.kafka.faults import ClientFaults
 from millpond.kafka.outage import LIMITER, suffix
-from millpond.kafka.reading import input_lag
+from millpond.kafka.reading import input_lag, watermarks
 from millpond.tasks.commit import CommitFailure
 from millpond.tasks.faults import crash_point
 from millpond.tasks.instance import TASK_MOVED, ErrorPolicy, TaskInstance
 from millpond.tasks.manager import TaskManager
+from millpond.tasks.purge import InternalTopicPurger
 
 if TYPE_CHECKING:
     from millpond.tasks.telemetry import RuntimeMetrics
@@ -62,6 +63,7 @@ class LoopTiming:
     bounded: bool = False
     task_count: int = 0  # the job's tasks; a process holding fewer waits end_grace_s
     end_grace_s: float = 4.0
+    internal: tuple[str, ...] = ()  # a dataflow's key_by topics (inputs the tasks write)
 
 
 class RunLoop:
@@ -71,8 +73,10 @@ class RunLoop:
         self, manager: TaskManager, *, inputs: list[str],
         serdes: InputSerdes, on_error: ErrorPolicy, faults: ClientFaults, timing: LoopTiming,
         metrics: RuntimeMetrics | None = None, rejoin: Callable[[], None] | None = None,
+        purger: InternalTopicPurger | None = None,
     ) -> None:
         self.manager = manager
+        self._purger = purger  # deletes what a dataflow's internal topics no longer need
         self._rejoin = rejoin  # replaces a group consumer fenced by its own static instance id
         self.tasks = manager.tasks
         self.opener = manager.opener
@@ -153,6 +157,8 @@ class RunLoop:
         if not (self.tasks and not self.opener.pending and self._at_end()):
             self._at_end_since = None
             return False
+        if self.timing.internal and not self._internal_drained(now):
+            return False
         if len(self.tasks) >= self.timing.task_count:
             return True
         if self._at_end_since is None:
@@ -165,6 +171,8 @@ class RunLoop:
         self.manager.commit(tasks)
         if tasks is None:
             self.last_commit = time.monotonic()
+            if self._purger is not None:
+                self._purger.after_commit(list(self.tasks.values()), self.last_commit)
 
     def _dispatch(self, msgs: list[Message]) -> None:
         tasks = self.tasks
@@ -213,6 +221,23 @@ class RunLoop:
                 if task.coordinator.commit_requested:
                     self.commit([task])
                     task = tasks.get(partition)  # a failed commit closes the task
+
+    def _internal_drained(self, now: float) -> bool:
+        """Records a task wrote to an internal topic become readable at its commit: commit
+        (at most twice a second), then end only once every task has read its partition of
+        every internal topic to the end (the last commit wrote nothing more)."""
+        if now - self.last_commit >= 0.5:
+            self.commit()
+        for p, t in self.tasks.items():
+            for topic in self.timing.internal:
+                _, high = watermarks(self.consumer, topic, p)
+                # The consumer's position, not the last record's offset + 1: it moves past
+                # the transaction markers, which sit below the end too (none yet: where the
+                # task started).
+                position = self.consumer.position([TopicPartition(topic, p)])[0].offset
+                if max(position, t.next_offsets.get(topic, 0)) < high:
+                    return False
+        return True
 
     def _at_end(self) -> bool:
         """Every input partition of every task here reported its end."""

@@ -16,3 +16,8 @@ orders.filter(lambda v: v["amount"] > 0).agg(
 orders.stateful_map(
     "last-two", lambda state, v: ((state or [])[-1:] + [v["item"]],
                                   (state or [])[-1:] + [v["item"]])).to("recent")
+
+# Filter, re-key by the page a user viewed, count per page (through an internal topic).
+pages = App()
+(pages.source("page-views").filter(lambda v: v["page"] != "/health")
+ .key_by("by-page", lambda v: v["page"]).count("page-counts").to("page-counts"))

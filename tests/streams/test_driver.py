@@ -124,9 +124,48 @@ def test_names_of_stateful_operators_are_required_and_unique() -> None:
     app = App()
     src = app.source("in")
     src.count("c")
-    with pytest.raises(DataflowError, match="two stateful operators are named 'c'"):
+    with pytest.raises(DataflowError, match="two operators are named 'c'"):
         src.count("c")
     with pytest.raises(DataflowError, match="needs a name"):
         src.count("")
     with pytest.raises(DataflowError, match="reads no topic 'nope'"):
         TestDriver(app).pipe("nope", "k", 1)
+
+
+def test_key_by_rekeys_the_state_downstream() -> None:
+    from tests.streams.apps import pages
+
+    driver = TestDriver(pages)
+    driver.pipe_all("page-views", [("alice", {"page": "/a"}), ("bob", {"page": "/a"}),
+                                   ("alice", {"page": "/health"}), ("bob", {"page": "/b"})])
+    assert driver.read("page-counts") == [("/a", 1), ("/a", 2), ("/b", 1)]
+    assert driver.state("page-counts") == {"/a": 2, "/b": 1}
+    with pytest.raises(DataflowError, match="two operators are named 'by-page'"):
+        pages.source("page-views").key_by("by-page", lambda v: v)
+
+
+def test_an_app_with_key_by_compiles_its_internal_topic() -> None:
+    from millpond.config import Config, parse_properties
+    from millpond.streams import describe
+    from millpond.streams.compile import internal_topics, with_app
+
+    config = with_app(Config.from_properties(parse_properties(
+        "job.name=pv\napp.class=tests.streams.apps:pages\n"
+        "systems.kafka.bootstrap.servers=127.0.0.1:1\n"
+        "systems.kafka.samza.key.serde=string\nsystems.kafka.samza.msg.serde=json\n", "p")))
+    assert internal_topics(config) == ["pv-1-by-page-repartition"]
+    assert [r.topic for r in config.job.inputs] == ["page-views", "pv-1-by-page-repartition"]
+    assert config.stores["page-counts"].key_serde == "json"  # the re-keyed records' keys
+    assert config.get("systems.kafka.streams.pv-1-by-page-repartition.samza.key.serde") == "json"
+    from tests.streams.apps import pages
+
+    assert describe.text(pages, config) == (
+        "source page-views\n"
+        "  -> filter #1 (from page-views)\n"
+        "    -> key_by by-page (topic pv-1-by-page-repartition)\n"
+        "re-keyed by by-page\n"
+        "  -> aggregate page-counts (store page-counts, changelog pv-1-page-counts-changelog)\n"
+        "    -> to page-counts\n")
+    chart = describe.mermaid(pages, config)
+    assert '["key_by by-page (topic pv-1-by-page-repartition)"]' in chart
+    assert '(["pv-1-by-page-repartition"])' in chart and chart.count("-->") == 5
