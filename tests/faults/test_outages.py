@@ -215,6 +215,11 @@ def progress(bootstrap: str, name: str, source: str) -> dict[int, int]:
             for p, recs in committed(bootstrap, name).items()}
 
 
+def _state(pid: int) -> str:
+    """The process state letter of ``pid`` (``T``: stopped)."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
 def outage(broker: Any, case: Case, jobs: list[Job]) -> None:
     """Take the broker away for ``case.seconds`` (proving it by its pid), watching the jobs
     live meanwhile, and bring it back."""
@@ -222,7 +227,9 @@ def outage(broker: Any, case: Case, jobs: list[Job]) -> None:
     assert pid is not None, "the broker is not running"
     if case.fault == "stop":
         os.kill(pid, signal.SIGSTOP)
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        deadline = time.monotonic() + 10  # the signal is delivered asynchronously
+        while (state := _state(pid)) != "T" and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert state == "T", f"broker pid {pid} is in state {state}, not stopped"
     else:
         os.kill(pid, signal.SIGKILL)
