@@ -38,6 +38,8 @@ Headers = Sequence[tuple[str, bytes]]
 # What librdkafka logs when a transaction is denied a topic (it reports it nowhere else).
 _ADDPARTS_TOPIC = re.compile(r'partition "([^"]+)"')
 _ERROR_NAME = re.compile(r"\((\w+_AUTHORIZATION_FAILED)\)")
+# Records a transactional producer purged because its transaction failed for another reason.
+_PURGED = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
 
 
 
@@ -85,7 +87,10 @@ class TrackedProducer:
         self._failed_topic: str | None = None  # the topic of the first failed delivery
         self._denied_topic: str | None = None  # the topic a transaction was denied
         self._last: dict[tuple[str, int], int] = {}
-        self._unreachable = True  # every failed delivery since the last check: Kafka unreachable
+        # What the failed deliveries since the last check were: a record Kafka refused (its
+        # size, a policy) or Kafka not answering (purged records, the transaction's other
+        # victims, are neither)
+        self._refused = self._unreachable = False
         self.fatal: KafkaError | None = None
         self.sent = 0
         self.acked = 0
@@ -127,8 +132,12 @@ class TrackedProducer:
         try:
             if err is not None:
                 self.delivery_errors += 1
-                if not is_unavailable(err):
-                    self._unreachable = False
+                if err.code() in _PURGED:
+                    pass
+                elif is_unavailable(err):
+                    self._unreachable = True
+                else:
+                    self._refused = True
                 if is_denied(err) and self._denial is None:
                     self._denial = (err, msg.topic() or "?")
                 if self._failed_topic is None:
@@ -254,15 +263,17 @@ class TrackedProducer:
             raise denied(err, topic, "Write")
         if self._errors:
             errors, self._errors = self._errors, []
-            unreachable, self._unreachable = self._unreachable, True
+            refused, unreachable = self._refused, self._unreachable
+            self._refused = self._unreachable = False
             self._failed_topic = None
             more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
-            if unreachable and self.transactional:
-                # Timed out while Kafka was away: nothing is wrong with the records, and the
-                # transaction holding them is aborted and replayed from the last commit.
+            if self.transactional and not refused:
+                # Timed out while Kafka was away (or purged with the transaction): nothing is
+                # wrong with the records; the transaction holding them is aborted and
+                # replayed from the last commit.
                 raise TransactionAbortedError(
                     f"producer {self.name}: Kafka did not acknowledge its records: "
-                    f"{errors[0]}{more}", unavailable=True)
+                    f"{errors[0]}{more}", unavailable=unreachable)
             raise DeliveryError(f"Kafka did not accept a record: {errors[0]}{more}")
 
     def last_offset(self, topic: str, partition: int) -> int | None:
@@ -304,7 +315,7 @@ class TrackedProducer:
     def abort_transaction(self, timeout: float = 30.0) -> None:
         """Abort the open transaction (best effort: a fenced producer has none to abort)."""
         self._errors.clear()
-        self._unreachable = True
+        self._refused = self._unreachable = False
         self._denial = self._denied_err = self._failed_topic = self._denied_topic = None
         if self.fatal is not None:
             return
@@ -331,4 +342,5 @@ class TrackedProducer:
         except (KafkaException, SystemError) as exc:
             log.debug("producer %s: purge failed: %s", self.name, exc)
         self._errors.clear()
+        self._refused = self._unreachable = False
         self._denial = self._denied_err = self._failed_topic = self._denied_topic = None
