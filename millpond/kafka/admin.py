@@ -15,6 +15,7 @@ from millpond.kafka.errors import BrokerUnreachableError, OutputTopicError, Topi
 from millpond.kafka.faults import ClientFaults
 
 TIMEOUT = 30.0
+FIRST_WAIT_LINE_S = 5.0  # how long Kafka may not answer at start before the job says so
 _SLICE_S = 1.0  # metadata waits are cut into slices to notice an authentication failure
 
 
@@ -51,8 +52,11 @@ class TopicAdmin:
                     raise BrokerUnreachableError(
                         f"no Kafka broker at {self.bootstrap} answered within --wait-timeout "
                         f"{timeout_s:.0f}s ({exc.reason})") from exc
-                if time.monotonic() - said >= every_s:
-                    said = time.monotonic()
+                # The first line after a few seconds: a wrong CA, password or protocol is
+                # named by then (a fatal error, not a wait).
+                now = time.monotonic()
+                if now - began >= FIRST_WAIT_LINE_S and now - said >= every_s:
+                    said = now
                     say(f"waiting for Kafka at {self.bootstrap}: {exc.reason}")
                 waited = True
                 continue
