@@ -256,6 +256,10 @@ KEYS: tuple[Key, ...] = (
     Key("metrics.reporter.<name>.class", "class", "A Samza (Java) reporter's class: that "
         "reporter is ignored, not run.", "metrics"),
     # -- samza aliases -----------------------------------------------------------------------
+    Key("app.dropped.operators", "string", "Stateful operators removed from a dataflow app on "
+        "purpose, comma-separated: without them listed, an app whose last commit holds state "
+        "of operators it no longer has is refused at start (a renamed operator would lose its "
+        "state).", "samza"),
     Key("app.name", "string", "`job.name` when `job.name` is unset.", "samza"),
     Key("app.id", "string", "`job.id` when `job.id` is unset.", "samza"),
     Key("app.class", "class", "`<module>:<attribute>` naming a `millpond.streams.App`: the "

@@ -128,3 +128,24 @@ def load_config(path: str | Path, overrides: Sequence[str] = ()) -> Config:
     """Read a job's properties (overrides, ``${NAME}``) and compile its ``app.class``: what
     every command works from."""
     return with_app(Config.load(path, overrides))
+
+
+DROPPED_KEY = "app.dropped.operators"
+
+
+def check_stored_operators(config: Config, stored: set[str]) -> None:
+    """Refuse to start an app whose last commit holds state of stateful operators it no
+    longer has (``stored``: the store names the job's checkpoints name): a renamed operator
+    would start from nothing while its state sits unused. ``app.dropped.operators`` lists
+    the ones dropped on purpose."""
+    if ":" not in (config.get(APP_KEY) or ""):
+        return
+    dropped = {n.strip() for n in (config.get(DROPPED_KEY) or "").split(",") if n.strip()}
+    gone = sorted(stored - set(config.stores) - dropped)
+    if gone:
+        names = ", ".join(gone)
+        raise DataflowError(
+            f"{config.location(APP_KEY)}: the job's last commit holds the state of stateful "
+            f"operator(s) {names}, which the app no longer has (renamed or removed?). Its "
+            "name is its store's: give it back its old name to keep its state, or list it in "
+            f"{DROPPED_KEY}={names} to start without it (its changelog is left as it is)")

@@ -38,7 +38,12 @@ from millpond.kafka.reading import FETCH_QUEUE_BACKOFF_MS
 from millpond.metrics import Reporter, parse_reporters, start_reporters
 from millpond.serdes import serdes_for
 from millpond.sideinputs.runtime import SideInputs
-from millpond.streams.compile import INTERNAL_TOPIC_CONFIG, internal_topics, with_app
+from millpond.streams.compile import (
+    INTERNAL_TOPIC_CONFIG,
+    check_stored_operators,
+    internal_topics,
+    with_app,
+)
 from millpond.tasks.commit import CommitProtocol
 from millpond.tasks.deadletter import DeadLetterPolicy
 from millpond.tasks.errors import MessageError
@@ -151,6 +156,9 @@ class Container:
         if not admin.wait_reachable(self.wait_timeout_s, log.warning,
                                     stopped=lambda: self._stop_requested):
             return  # a signal while waiting for Kafka: nothing was started
+        if ":" in (self.config.get("app.class") or ""):  # no renamed operator loses its state
+            check_stored_operators(self.config, {
+                store for ckpt in self.job.checkpoints().values() for store in ckpt.changelogs})
         self.restore_consumer = self.job.consumer()
         topics = current_topics(admin, self.restore_consumer, self.config, self.checkpoint_topic)
         changelogs = {topics[name]: cfg for name, cfg in self.config.stores.items()

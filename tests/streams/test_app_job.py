@@ -191,3 +191,50 @@ def test_filter_key_by_count_through_an_internal_topic(
     seen = _outputs(kafka_bootstrap, out)
     assert seen == Counter({(page, i): 1 for page, n in expected.items()
                             for i in range(1, n + 1)})
+
+
+def test_a_renamed_stateful_operator_is_refused_and_nothing_is_lost(
+    kafka_bootstrap: str, topic_name: Callable[[str], str], tmp_path: Path,
+) -> None:
+    """The app's count is renamed between two runs: the second run is refused naming the old
+    operator; with its old name back the count goes on from the committed state; listed in
+    app.dropped.operators, the renamed one starts from nothing."""
+    from confluent_kafka import Producer
+
+    source, out = topic_name("in"), topic_name("out")
+    create_topic(kafka_bootstrap, source, 1)
+    create_topic(kafka_bootstrap, out, 1)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+
+    def produce(n: int) -> None:
+        for _ in range(n):
+            producer.produce(source, json.dumps({"user_id": "u"}), b"u")
+        assert producer.flush(30) == 0
+
+    def app(store: str) -> None:
+        (tmp_path / "renamed_app.py").write_text(
+            "from millpond.streams import App\n"
+            "app = App()\n"
+            f"app.source({source!r}).count({store!r}).to({out!r})\n")
+
+    conf = _config(tmp_path / "app.properties", kafka_bootstrap, topic_name("app"),
+                   tmp_path / "state", **{"app.class": "renamed_app:app"})
+    env = {"PYTHONPATH": str(tmp_path)}
+    app("visits")
+    produce(10)
+    assert run_job(conf, "--bounded", env=env, timeout=120).returncode == 0
+    app("views")  # renamed
+    produce(5)
+    refused = run_job(conf, "--bounded", env=env, timeout=120)
+    errors = [line for line in refused.stderr.splitlines() if line.startswith("Error:")]
+    assert refused.returncode == 2 and len(errors) == 1, refused.stderr[-3000:]
+    assert "operator(s) visits" in errors[0] and "app.dropped.operators=visits" in errors[0]
+    app("visits")  # the old name back: the state is there, the 5 new views count on
+    assert run_job(conf, "--bounded", env=env, timeout=120).returncode == 0
+    assert _dump(conf, env, "visits") == {"u": 15}
+    app("views")
+    produce(1)
+    dropped = run_job(conf, "--bounded", "--config-override", "app.dropped.operators=visits",
+                      env=env, timeout=120)
+    assert dropped.returncode == 0, dropped.stderr[-3000:]
+    assert _dump(conf, env, "views") == {"u": 1}  # the new operator started from nothing

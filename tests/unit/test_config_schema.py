@@ -105,6 +105,7 @@ metrics.reporter.snapshot.class=org.apache.samza.metrics.reporter.MetricsSnapsho
 app.name=ignored-name
 app.id=ignored-id
 app.class=org.example.IgnoredApp
+app.dropped.operators=old-counts
 stores.default.changelog.replication.factor=1
 stores.default.changelog.min.compaction.lag.ms=10
 systems.kafka.default.stream.samza.key.serde=string
