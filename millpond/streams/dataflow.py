@@ -28,7 +28,8 @@ STATEFUL = ("stateful_map", "aggregate")
 class Node:
     """One operator: its kind, name, function, and the operators fed by its output."""
 
-    kind: str  # source, map, filter, flat_map, peek, stateful_map, aggregate, key_by, to
+    kind: str  # source, map, filter, flat_map, peek, stateful_map, aggregate, key_by, branch,
+    #            route (a branch's output), merge, to
     label: str  # how errors name it: "map #2 of page-views" or the stateful operator's name
     fn: Any = None
     topic: str | None = None  # source and sink (None: a key_by's internal topic)
@@ -108,6 +109,33 @@ class Stream:
     def peek(self, fn: Callable[[Any, Any], None]) -> Stream:
         """Call ``fn(key, value)`` for each record (logging, metrics) and pass it on."""
         return self._add("peek", fn)
+
+    # ---- several streams ------------------------------------------------------------------
+    def branch(self, *predicates: Callable[[Any], bool], default: bool = False) -> list[Stream]:
+        """One stream per predicate: each record goes to the first one whose predicate
+        accepts its value (Kafka Streams' ``split``); with ``default``, one more stream gets
+        the records no predicate accepts (else they are dropped)."""
+        if not predicates:
+            raise DataflowError("branch needs at least one predicate")
+        node = Node("branch", self._app._label("branch", self._origin),
+                    fn=(tuple(predicates), default))
+        self._node.children.append(node)
+        outs = []
+        for i in range(len(predicates) + (1 if default else 0)):
+            route = Node("route", f"{node.label} [{i}]")
+            node.children.append(route)
+            outs.append(Stream(self._app, route, self._origin))
+        return outs
+
+    def merge(self, *others: Stream) -> Stream:
+        """One stream of this one's records and each of ``others``' (the keys stay, so the
+        records of a key may come from several streams)."""
+        node = Node("merge", self._app._label("merge", self._origin))
+        for stream in (self, *others):
+            if stream._app is not self._app:
+                raise DataflowError("merge: every stream must belong to the same App")
+            stream._node.children.append(node)
+        return Stream(self._app, node, self._origin)
 
     # ---- re-keying ------------------------------------------------------------------------
     def key_by(self, name: str, fn: Callable[[Any], Any]) -> Stream:

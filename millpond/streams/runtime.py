@@ -55,8 +55,24 @@ def bind(node: Node, env: Env) -> Step:
                 kid(key, value)
     kind, fn, label = node.kind, node.fn, node.label
 
-    if kind == "source":
+    if kind in ("source", "route", "merge"):
         return emit
+    if kind == "branch":
+        predicates, default = fn
+        routes = list(enumerate(zip(predicates, kids, strict=False)))
+        rest = kids[len(predicates)] if default else _none
+
+        def step(key: Any, value: Any) -> None:
+            for i, (predicate, kid) in routes:
+                try:
+                    taken = predicate(value)
+                except Exception as exc:
+                    raise OperatorError(f"{label} predicate {i}", exc) from exc
+                if taken:
+                    kid(key, value)
+                    return
+            rest(key, value)
+        return step
     if kind == "map":
         def step(key: Any, value: Any) -> None:
             try:

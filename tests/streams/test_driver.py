@@ -169,3 +169,38 @@ def test_an_app_with_key_by_compiles_its_internal_topic() -> None:
     chart = describe.mermaid(pages, config)
     assert '["key_by by-page (topic pv-1-by-page-repartition)"]' in chart
     assert '(["pv-1-by-page-repartition"])' in chart and chart.count("-->") == 5
+
+
+def test_branch_sends_each_record_to_the_first_accepting_stream() -> None:
+    app = App()
+    small, big, rest = app.source("in").branch(lambda v: v < 10, lambda v: v < 100,
+                                                default=True)
+    small.to("small")
+    big.count("bigs").to("big")
+    rest.to("rest")
+    driver = TestDriver(app)
+    driver.pipe_all("in", [("a", 5), ("a", 50), ("b", 500), ("b", 7), ("a", 60)])
+    assert driver.read("small") == [("a", 5), ("b", 7)]
+    assert driver.read("big") == [("a", 1), ("a", 2)]
+    assert driver.read("rest") == [("b", 500)]
+    dropped = App()
+    (only,) = dropped.source("in").branch(lambda v: v > 0)
+    only.to("out")
+    driver = TestDriver(dropped)
+    driver.pipe_all("in", [("k", -1), ("k", 1)])
+    assert driver.read("out") == [("k", 1)]
+
+
+def test_merge_feeds_one_stateful_operator_from_two_sources() -> None:
+    app = App()
+    clicks = app.source("clicks").map(lambda v: 1)
+    views = app.source("views").map(lambda v: 10)
+    clicks.merge(views).sum("score").to("scores")
+    driver = TestDriver(app)
+    driver.pipe("clicks", "u", {})
+    driver.pipe("views", "u", {})
+    driver.pipe("clicks", "v", {})
+    assert driver.read("scores") == [("u", 1), ("u", 11), ("v", 1)]
+    assert driver.state("score") == {"u": 11, "v": 1}
+    with pytest.raises(DataflowError, match="same App"):
+        clicks.merge(App().source("x"))
