@@ -37,7 +37,6 @@ def main() -> None:
 
 
 def _load_config(path: Path, overrides: tuple[str, ...]) -> Any:
-
     from millpond.streams.compile import load_config
 
     return load_config(path, overrides)
@@ -183,11 +182,11 @@ def app() -> None:
 def app_describe(config_path: Path, overrides: tuple[str, ...], fmt: str) -> None:
     """Print the app's sources, operators, stores (with their changelogs) and sinks."""
     from millpond.streams import describe
-    from millpond.streams.compile import load_app
+    from millpond.streams.compile import has_app, load_app
     from millpond.streams.errors import DataflowError
 
     config = _load_config(config_path, overrides)
-    if ":" not in (config.get("app.class") or ""):
+    if not has_app(config):
         raise DataflowError(f"{config_path}: no app.class=<module>:<attribute>; this job is a "
                             "StreamTask job (task.class)")
     dataflow = load_app(config)

@@ -276,6 +276,12 @@ class TrackedProducer:
                     f"{errors[0]}{more}", unavailable=unreachable)
             raise DeliveryError(f"Kafka did not accept a record: {errors[0]}{more}")
 
+    def _forget_errors(self) -> None:
+        """Drop what the failed deliveries of an abandoned transaction said."""
+        self._errors.clear()
+        self._refused = self._unreachable = False
+        self._denial = self._denied_err = self._failed_topic = self._denied_topic = None
+
     def last_offset(self, topic: str, partition: int) -> int | None:
         """The highest acknowledged offset produced to ``topic[partition]``, if any."""
         return self._last.get((topic, partition))
@@ -314,9 +320,7 @@ class TrackedProducer:
 
     def abort_transaction(self, timeout: float = 30.0) -> None:
         """Abort the open transaction (best effort: a fenced producer has none to abort)."""
-        self._errors.clear()
-        self._refused = self._unreachable = False
-        self._denial = self._denied_err = self._failed_topic = self._denied_topic = None
+        self._forget_errors()
         if self.fatal is not None:
             return
         try:
@@ -341,6 +345,4 @@ class TrackedProducer:
             self._producer.flush(0)
         except (KafkaException, SystemError) as exc:
             log.debug("producer %s: purge failed: %s", self.name, exc)
-        self._errors.clear()
-        self._refused = self._unreachable = False
-        self._denial = self._denied_err = self._failed_topic = self._denied_topic = None
+        self._forget_errors()

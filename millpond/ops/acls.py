@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from millpond.changelog.generations import store_topic
 from millpond.config import Config
-from millpond.streams.compile import internal_topics, load_app
+from millpond.streams.compile import has_app, internal_topics, load_app
 
 ROLES = ("job", "cli", "operator", "spark")
 
@@ -92,7 +92,7 @@ def required_acls(config: Config, role: str, outputs: Sequence[str] = ()) -> lis
     job = Job(config)
     internal = internal_topics(config)  # a dataflow's key_by topics: inputs it also writes
     inputs = [ref.topic for ref in config.job.inputs if ref.topic not in internal]
-    if internal or ":" in (config.get("app.class") or ""):  # an app names its own outputs
+    if has_app(config):  # an app names its own outputs
         outputs = [*outputs, *sorted(load_app(config).sinks - set(outputs))]
     side = sorted({ref.topic for cfg in config.stores.values() for ref in cfg.side_inputs})
     out: list[Acl] = []

@@ -29,6 +29,12 @@ INTERNAL_TOPIC_CONFIG = {"cleanup.policy": "delete", "retention.ms": "-1"}
 DATAFLOW_TASK = "millpond.streams.runtime.DataflowTask"
 
 
+def has_app(config: Config) -> bool:
+    """True if ``app.class`` names a millpond app (``module:attribute``); a Samza
+    application class (no ``:``) is not one."""
+    return ":" in (config.get(APP_KEY) or "")
+
+
 def load_app(config: Config) -> App:
     """Import the app ``app.class`` names (``module:attribute``, importable from the cwd): an
     :class:`App`, or a function of the job's :class:`Config` that returns one (an app whose
@@ -62,7 +68,7 @@ def internal_topic(job_name: str, job_id: str, name: str) -> str:
 
 def internal_topics(config: Config) -> list[str]:
     """The internal topics of the job's app (none for a StreamTask job)."""
-    if ":" not in (config.get(APP_KEY) or ""):
+    if not has_app(config):
         return []
     job = config.job
     return [internal_topic(job.name, job.id, name) for name in load_app(config).repartitions]
@@ -70,8 +76,7 @@ def internal_topics(config: Config) -> list[str]:
 
 def with_app(config: Config) -> Config:
     """``config`` with the keys its ``app.class`` implies (unchanged without one)."""
-    spec = (config.get(APP_KEY) or "").strip()
-    if ":" not in spec or config.get("task.class") == DATAFLOW_TASK:
+    if not has_app(config) or config.get("task.class") == DATAFLOW_TASK:
         return config  # no app, a Samza application class (ignored), or compiled already
     app = load_app(config)
     props = config.properties.copy()
@@ -138,7 +143,7 @@ def check_stored_operators(config: Config, stored: set[str]) -> None:
     longer has (``stored``: the store names the job's checkpoints name): a renamed operator
     would start from nothing while its state sits unused. ``app.dropped.operators`` lists
     the ones dropped on purpose."""
-    if ":" not in (config.get(APP_KEY) or ""):
+    if not has_app(config):
         return
     dropped = {n.strip() for n in (config.get(DROPPED_KEY) or "").split(",") if n.strip()}
     gone = sorted(stored - set(config.stores) - dropped)

@@ -16,6 +16,12 @@ def _walk(node: Node, depth: int = 0) -> Iterator[tuple[int, Node]]:
         yield from _walk(child, depth + 1)
 
 
+def _internal(name: str, config: Config | None) -> str:
+    """The internal topic of key_by ``name`` (its bare name without a job's config)."""
+    return (internal_topic(config.job.name, config.job.id, name) if config is not None
+            else f"{name}-repartition")
+
+
 def _what(node: Node, config: Config | None) -> str:
     if node.kind == "source" and node.topic is None:  # a key_by's records
         return f"re-keyed by {node.name}"
@@ -24,9 +30,7 @@ def _what(node: Node, config: Config | None) -> str:
     if node.kind == "to":
         return f"to {node.topic}"
     if node.kind == "key_by":
-        topic = (internal_topic(config.job.name, config.job.id, node.label)
-                 if config is not None else f"{node.label}-repartition")
-        return f"key_by {node.label} (topic {topic})"
+        return f"key_by {node.label} (topic {_internal(node.label, config)})"
     if node.kind in STATEFUL:
         store = config.stores.get(node.label) if config is not None else None
         changelog = f", changelog {store.changelog.topic}" if store and store.changelog else ""
@@ -57,8 +61,7 @@ def mermaid(app: App, config: Config | None = None) -> str:
 
     def node_id(node: Node) -> str:
         if node.kind == "source" and node.topic is None:  # a key_by's internal topic
-            return topic_id(internal_topic(config.job.name, config.job.id, node.name or "?")
-                            if config is not None else f"{node.name}-repartition")
+            return topic_id(_internal(node.name or "?", config))
         if node.kind in ("source", "to"):
             return topic_id(node.topic or "?")
         if id(node) not in ids:

@@ -120,7 +120,8 @@ class TaskManager:
         open it again from its checkpoint (after the next rebalance when it may have moved;
         as soon as Kafka answers when it was unreachable)."""
         t = failure.task
-        if unreachable(failure.error):
+        away = unreachable(failure.error)
+        if away:
             hold = RETRY_S
             last = t.metrics.last_commit_time  # the outage began after it, at the latest
             self.opener.outage.unavailable(
@@ -133,7 +134,7 @@ class TaskManager:
                         " after the next rebalance" if hold else "")
         # Kafka away: no abort (it would wait for it); the next open's init_transactions
         # aborts the transaction anyway.
-        self.close(t.partition, abort=not unreachable(failure.error))
+        self.close(t.partition, abort=not away)
         self.consumer.pause(self.inputs_of([t.partition]))
         self.opener.add(t.partition, hold)
 

@@ -165,11 +165,11 @@ def _discard(future: Future[TrackedProducer]) -> None:
         future.result().discard()
 
 
-def open_task(ctx: OpenContext, partition: int, fences: Fences | None = None) -> Opening:
+def open_task(ctx: OpenContext, partition: int, fences: Fences) -> Opening:
     """Open the task of ``partition`` step by step; returns it ready to process
     (``fences``: where its producer is fenced, possibly ahead of time)."""
     began = time.monotonic()
-    producer = yield from (fences or Fences(ctx.new_producer, 1)).take(partition)
+    producer = yield from fences.take(partition)
     try:
         producer.begin_transaction()  # recovery may re-write keys (trim) inside it
         yield None
