@@ -225,15 +225,19 @@ class OutputTopics:
 def check_job_topics(
     admin: TopicAdmin, inputs: list[str], changelogs: Mapping[str, Any],
     checkpoint: str, dead_letter: str | None = None,
+    internal: Mapping[str, Mapping[str, str]] | None = None,
 ) -> int:
     """Check a job's topics before it starts; return its task count.
 
     Inputs must exist with equal partition counts (task N reads partition N of each);
-    ``changelogs`` (topic -> StoreConfig), the checkpoint topic and the dead-letter topic
-    are created with that many partitions if missing, and refused if they cannot serve.
+    ``changelogs`` (topic -> StoreConfig), the checkpoint topic, the dead-letter topic and
+    ``internal`` (inputs the job writes itself, a dataflow's key_by topics: topic -> its
+    topic config) are created with that many partitions if missing, and refused if they
+    cannot serve.
     """
+    internal = internal or {}
     counts: dict[str, int] = {}
-    for topic in inputs:
+    for topic in (t for t in inputs if t not in internal):
         n = admin.partition_count(topic)
         if n is None:
             raise TopicError(
@@ -251,4 +255,12 @@ def check_job_topics(
     admin.ensure_compacted(checkpoint, tasks, what="checkpoint")
     if dead_letter:
         admin.ensure_topic(dead_letter, tasks)
+    for topic, config in internal.items():
+        n = admin.partition_count(topic)
+        if n is None:
+            admin.ensure_topic(topic, tasks, config)
+        elif n != tasks:
+            raise TopicError(
+                f"internal topic {topic} has {n} partitions but the job has {tasks} tasks; "
+                f"delete it (what it holds was not yet processed) or give it {tasks}")
     return tasks

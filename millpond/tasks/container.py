@@ -41,6 +41,7 @@ from millpond.sideinputs.runtime import SideInputs
 from millpond.streams.compile import (
     INTERNAL_TOPIC_CONFIG,
     check_stored_operators,
+    has_app,
     internal_topics,
     with_app,
 )
@@ -156,22 +157,17 @@ class Container:
         if not admin.wait_reachable(self.wait_timeout_s, log.warning,
                                     stopped=lambda: self._stop_requested):
             return  # a signal while waiting for Kafka: nothing was started
-        if ":" in (self.config.get("app.class") or ""):  # no renamed operator loses its state
+        if has_app(self.config):  # no renamed operator loses its state
             check_stored_operators(self.config, {
                 store for ckpt in self.job.checkpoints().values() for store in ckpt.changelogs})
         self.restore_consumer = self.job.consumer()
         topics = current_topics(admin, self.restore_consumer, self.config, self.checkpoint_topic)
         changelogs = {topics[name]: cfg for name, cfg in self.config.stores.items()
                       if name in topics}
-        internal = internal_topics(self.config)
-        if internal:  # a dataflow's key_by topics: as many partitions as its sources
-            sources = [t for t in self.inputs if t not in internal]
-            partitions = admin.partition_count(sources[0])
-            if partitions is not None:
-                for topic in internal:
-                    admin.ensure_topic(topic, partitions, INTERNAL_TOPIC_CONFIG)
+        internal = internal_topics(self.config)  # a dataflow's key_by topics
         task_count = check_job_topics(admin, self.inputs, changelogs, self.checkpoint_topic,
-                                      self.on_error.topic)
+                                      self.on_error.topic,
+                                      {topic: INTERNAL_TOPIC_CONFIG for topic in internal})
         self.side_inputs.check_partitions(admin.partition_count, task_count)
         context = self._open_context(
             OutputTopics(admin, task_count, self.client_conf["bootstrap.servers"]))
