@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Producer
 
 from tests.kafka_util import (
     MILLPOND,
@@ -84,6 +85,18 @@ def test_the_count_app_matches_the_streamtask_counter(
     assert _dump(app_conf, env) == dict(expected)
 
 
+def _producer(bootstrap: str, topic: str) -> Callable[[list[dict[str, str]]], None]:
+    """``produce(values)``: each value as JSON under key ``u``, then wait for delivery."""
+    producer = Producer({"bootstrap.servers": bootstrap})
+
+    def produce(values: list[dict[str, str]]) -> None:
+        for value in values:
+            producer.produce(topic, json.dumps(value), b"u")
+        assert producer.flush(30) == 0
+
+    return produce
+
+
 def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([MILLPOND, *args], cwd=REPO, capture_output=True, text=True,
                           timeout=120, env={**os.environ, **env})
@@ -101,18 +114,10 @@ def test_a_failing_operator_stops_the_job_naming_it_and_the_message(
     """A first run counts 30 records; then the 31st record makes the app's map raise: the job
     stops with one line naming the operator, the topic, partition and offset, and what the
     first run committed stays (the checkpoint resumes at offset 30, the count is 30)."""
-    from confluent_kafka import Producer
-
     source, out = topic_name("in"), topic_name("out")
     create_topic(kafka_bootstrap, source, 1)
     create_topic(kafka_bootstrap, out, 1)
-    producer = Producer({"bootstrap.servers": kafka_bootstrap})
-
-    def produce(values: list[dict[str, str]]) -> None:
-        for value in values:
-            producer.produce(source, json.dumps(value), b"u")
-        assert producer.flush(30) == 0
-
+    produce = _producer(kafka_bootstrap, source)
     (tmp_path / "failing_app.py").write_text(
         "from millpond.streams import App\n"
         "app = App()\n"
@@ -147,8 +152,6 @@ def test_filter_key_by_count_through_an_internal_topic(
     source, out = topic_name("views"), topic_name("out")
     create_topic(kafka_bootstrap, source, PARTITIONS)
     create_topic(kafka_bootstrap, out, PARTITIONS)
-    from confluent_kafka import Producer
-
     producer = Producer({"bootstrap.servers": kafka_bootstrap, "linger.ms": 20})
     pages = [f"/p{i % 7}" for i in range(6000)]
     for i, page in enumerate(pages):
@@ -157,10 +160,14 @@ def test_filter_key_by_count_through_an_internal_topic(
                          partition=i % PARTITIONS)
     assert producer.flush(30) == 0
     expected = Counter(p for p in pages if p != "/p0")  # the app drops /p0
+    # Each view takes 0.5 ms (3 s in all), so the kill after the 6th commit (50 ms apart)
+    # lands mid-stream however fast the machine is.
     (tmp_path / "pages_app.py").write_text(
+        "import time\n"
         "from millpond.streams import App\n"
         "app = App()\n"
-        f"(app.source({source!r}).filter(lambda v: v['page'] != '/p0')\n"
+        f"(app.source({source!r}).peek(lambda k, v: time.sleep(0.0005))\n"
+        " .filter(lambda v: v['page'] != '/p0')\n"
         " .key_by('by-page', lambda v: v['page']).count('page-counts')"
         f".to({out!r}))\n")
     name = topic_name("app")
@@ -199,18 +206,10 @@ def test_a_renamed_stateful_operator_is_refused_and_nothing_is_lost(
     """The app's count is renamed between two runs: the second run is refused naming the old
     operator; with its old name back the count goes on from the committed state; listed in
     app.dropped.operators, the renamed one starts from nothing."""
-    from confluent_kafka import Producer
-
     source, out = topic_name("in"), topic_name("out")
     create_topic(kafka_bootstrap, source, 1)
     create_topic(kafka_bootstrap, out, 1)
-    producer = Producer({"bootstrap.servers": kafka_bootstrap})
-
-    def produce(n: int) -> None:
-        for _ in range(n):
-            producer.produce(source, json.dumps({"user_id": "u"}), b"u")
-        assert producer.flush(30) == 0
-
+    produce = _producer(kafka_bootstrap, source)
     def app(store: str) -> None:
         (tmp_path / "renamed_app.py").write_text(
             "from millpond.streams import App\n"
@@ -221,10 +220,10 @@ def test_a_renamed_stateful_operator_is_refused_and_nothing_is_lost(
                    tmp_path / "state", **{"app.class": "renamed_app:app"})
     env = {"PYTHONPATH": str(tmp_path)}
     app("visits")
-    produce(10)
+    produce([{"user_id": "u"}] * 10)
     assert run_job(conf, "--bounded", env=env, timeout=120).returncode == 0
     app("views")  # renamed
-    produce(5)
+    produce([{"user_id": "u"}] * 5)
     refused = run_job(conf, "--bounded", env=env, timeout=120)
     errors = [line for line in refused.stderr.splitlines() if line.startswith("Error:")]
     assert refused.returncode == 2 and len(errors) == 1, refused.stderr[-3000:]
@@ -233,7 +232,7 @@ def test_a_renamed_stateful_operator_is_refused_and_nothing_is_lost(
     assert run_job(conf, "--bounded", env=env, timeout=120).returncode == 0
     assert _dump(conf, env, "visits") == {"u": 15}
     app("views")
-    produce(1)
+    produce([{"user_id": "u"}] * 1)
     dropped = run_job(conf, "--bounded", "--config-override", "app.dropped.operators=visits",
                       env=env, timeout=120)
     assert dropped.returncode == 0, dropped.stderr[-3000:]
