@@ -55,7 +55,8 @@ class OutgoingMessageEnvelope:
     """A message to send: ``stream`` is ``"kafka.<topic>"`` or a bare topic.
 
     ``partition`` None: the job's partitioner (``job.partitioner``, default murmur2 as
-    Kafka's Java client) on the serialized key.
+    Kafka's Java client) on the serialized key. ``timestamp`` (ms) None or negative: the
+    time it is sent.
     """
 
     stream: str
@@ -63,6 +64,7 @@ class OutgoingMessageEnvelope:
     key: Any = None
     partition: int | None = None
     headers: Sequence[tuple[str, bytes]] = field(default_factory=tuple)
+    timestamp: int | None = None
 
 
 class MessageCollector:

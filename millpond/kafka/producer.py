@@ -178,14 +178,18 @@ class TrackedProducer:
 
     def send(
         self, topic: str, partition: int | None, key: bytes | None, value: bytes | None,
-        headers: Headers | None = None,
+        headers: Headers | None = None, timestamp: int | None = None,
     ) -> None:
-        """Queue one record; waits for queue space rather than dropping it."""
+        """Queue one record (``timestamp`` in ms; None or negative: now); waits for queue
+        space rather than dropping it."""
         produce = self._producer.produce
         part = -1 if partition is None else partition
         while True:
             try:
-                if headers:
+                if timestamp is not None and timestamp > 0:
+                    produce(topic, value, key, part, timestamp=timestamp,
+                            headers=list(headers) if headers else None)
+                elif headers:
                     produce(topic, value, key, part, headers=list(headers))
                 else:
                     produce(topic, value, key, part)

@@ -21,12 +21,15 @@ from pathlib import Path
 from millpond.config import Config, StreamRef
 from millpond.streams.dataflow import App
 from millpond.streams.errors import DataflowError
+from millpond.streams.timers import timers_store
 
 APP_KEY = "app.class"
 # A key_by's topic keeps its records until the reading task has committed past them (the job
 # deletes those, as Kafka Streams purges its repartition topics), never by age.
 INTERNAL_TOPIC_CONFIG = {"cleanup.policy": "delete", "retention.ms": "-1"}
 DATAFLOW_TASK = "millpond.streams.runtime.DataflowTask"
+# How often a task looks for due processing-time timers (task.window.ms) unless configured.
+PROCESSING_TIMER_MS = 100
 
 
 def has_app(config: Config) -> bool:
@@ -100,19 +103,28 @@ def with_app(config: Config) -> Config:
             key = f"systems.kafka.streams.{topic}.samza.{part}.serde"
             if key not in props:
                 props.set(key, "json", file, line)
+    stores: dict[str, str] = {}  # store -> its key serde
     for name, node in app.stores.items():
-        prefix = f"stores.{name}."
-        if any(key.startswith(prefix) for key in props):
-            continue  # configured by the user: theirs entirely
         source = _source_of(app, node)
         key_serde = ("json" if source in app.repartitions
                      else config.stream_serdes(StreamRef("kafka", source))[0])
+        stores[name] = key_serde or "string"
+        if node.kind == "process":  # its timers: time-ordered string keys
+            stores[timers_store(name)] = "string"
+    for name, key_serde in stores.items():
+        prefix = f"stores.{name}."
+        if any(key.startswith(prefix) for key in props):
+            continue  # configured by the user: theirs entirely
         props.set(prefix + "factory", "rocksdb", file, line)
-        props.set(prefix + "key.serde", key_serde or "string", file, line)
+        props.set(prefix + "key.serde", key_serde, file, line)
         props.set(prefix + "msg.serde", "json", file, line)
         if not config.get("job.changelog.system"):
             props.set(prefix + "changelog", f"kafka.{job.name}-{job.id}-{name}-changelog",
                       file, line)
+    if any(node.kind == "process" for node in app.stores.values()) \
+            and "task.window.ms" not in props:
+        # processing-time timers are looked at in window(), this often
+        props.set("task.window.ms", str(PROCESSING_TIMER_MS), file, line)
     return Config.from_properties(props)
 
 

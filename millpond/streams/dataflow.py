@@ -21,15 +21,15 @@ from millpond.streams import aggregations as aggs
 from millpond.streams.aggregations import Aggregation
 from millpond.streams.errors import DataflowError
 
-STATEFUL = ("stateful_map", "aggregate")
+STATEFUL = ("stateful_map", "aggregate", "process")
 
 
 @dataclass(eq=False)
 class Node:
     """One operator: its kind, name, function, and the operators fed by its output."""
 
-    kind: str  # source, map, filter, flat_map, peek, stateful_map, aggregate, key_by, branch,
-    #            route (a branch's output), merge, to
+    kind: str  # source, map, filter, flat_map, peek, stateful_map, aggregate, process,
+    #            key_by, branch, route (a branch's output), merge, to
     label: str  # how errors name it: "map #2 of page-views" or the stateful operator's name
     fn: Any = None
     topic: str | None = None  # source and sink (None: a key_by's internal topic)
@@ -69,10 +69,14 @@ class App:
         what = "internal topic" if node.kind == "key_by" else "store"
         if not name or not isinstance(name, str):
             raise DataflowError(f"{node.kind} needs a name (it names the operator's {what})")
-        if name in self.stores or name in self.repartitions:
+        taken = {*self.stores, *self.repartitions,
+                 *(f"{n}-timers" for n, s in self.stores.items() if s.kind == "process")}
+        wanted = {name, f"{name}-timers"} if node.kind == "process" else {name}
+        if wanted & taken:
             raise DataflowError(f"two operators are named {name!r}: the name of a stateful "
                                 "operator or a key_by names its store or internal topic and "
-                                "must be unique")
+                                "must be unique (a process operator's timers take "
+                                "<name>-timers)")
 
 
 class Stream:
@@ -97,6 +101,10 @@ class Stream:
     def map(self, fn: Callable[[Any], Any]) -> Stream:
         """``fn(value)`` for each value; the key stays."""
         return self._add("map", fn)
+
+    def map_values(self, fn: Callable[[Any], Any]) -> Stream:
+        """The same as :meth:`map` (Kafka Streams' name): values change, keys never do."""
+        return self.map(fn)
 
     def filter(self, predicate: Callable[[Any], bool]) -> Stream:
         """The records whose value ``predicate`` accepts."""
@@ -156,6 +164,19 @@ class Stream:
         a new state of None deletes it. Emits each output (Bytewax's and Malstrom's shape)."""
         return self._add("stateful_map", fn, name)
 
+    def process(self, name: str, on_record: Callable[[Any, Any], None],
+                on_timer: Callable[[Any, Any], None] | None = None) -> Stream:
+        """The keyed low-level operator (Flink's ``KeyedProcessFunction``):
+        ``on_record(ctx, value)`` for each record and ``on_timer(ctx, timer)`` for each timer
+        that fires. ``ctx`` (:class:`~millpond.streams.runtime.Context`) has the ``key``, its
+        ``state`` (read it, assign it; None deletes), the ``timestamp``, ``emit(value)``,
+        ``set_timer(time, processing_time=False)``, ``cancel_timer``, ``stream_time`` and
+        ``now()``. State lives in store ``name``, timers in store ``<name>-timers``; both are
+        committed with the input offsets, so a timer fires once in effect."""
+        if not callable(on_record) or (on_timer is not None and not callable(on_timer)):
+            raise DataflowError(f"process {name!r}: on_record and on_timer must be functions")
+        return self._add("process", (on_record, on_timer), name)
+
     def aggregate(self, name: str, aggregation: Aggregation) -> Stream:
         """Fold each key's values with ``aggregation``; emits the key's new result."""
         return self._add("aggregate", aggregation, name)
@@ -194,6 +215,23 @@ class Stream:
         if not named:
             raise DataflowError(f"agg {name!r} needs at least one aggregation")
         return self.aggregate(name, aggs.several(named))
+
+    # ---- composing ------------------------------------------------------------------------
+    def pipe(self, operator: Callable[..., Stream], *args: Any, **kwargs: Any) -> Stream:
+        """``operator(self, *args, **kwargs)``: apply an operator written as a function of a
+        stream (built from these methods), so it chains like the built-in ones::
+
+            def dedupe(stream, name):
+                ...
+                return stream.process(name, first_only)
+
+            views.pipe(dedupe, "seen").count("counts")
+        """
+        out = operator(self, *args, **kwargs)
+        if not isinstance(out, Stream):
+            raise DataflowError(f"pipe: {getattr(operator, '__name__', operator)!r} returned "
+                                f"a {type(out).__name__}, not a Stream")
+        return out
 
     # ---- sinks ----------------------------------------------------------------------------
     def to(self, topic: str) -> None:

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from millpond.config import Config
 from millpond.streams.compile import internal_topic
 from millpond.streams.dataflow import STATEFUL, App, Node
+from millpond.streams.timers import timers_store
 
 
 def _walk(node: Node, depth: int = 0) -> Iterator[tuple[int, Node]]:
@@ -34,7 +35,8 @@ def _what(node: Node, config: Config | None) -> str:
     if node.kind in STATEFUL:
         store = config.stores.get(node.label) if config is not None else None
         changelog = f", changelog {store.changelog.topic}" if store and store.changelog else ""
-        return f"{node.kind} {node.label} (store {node.label}{changelog})"
+        timers = f", timers in store {timers_store(node.label)}" if node.kind == "process" else ""
+        return f"{node.kind} {node.label} (store {node.label}{changelog}{timers})"
     return node.label
 
 

@@ -10,6 +10,7 @@ and the error policy are the runtime's own.
 from __future__ import annotations
 
 from collections.abc import Callable
+from time import time_ns
 from typing import Any, Protocol
 
 from millpond.api import (
@@ -23,8 +24,11 @@ from millpond.api import (
 from millpond.streams.aggregations import Aggregation
 from millpond.streams.dataflow import App, Node
 from millpond.streams.errors import OperatorError
+from millpond.streams.timers import EVENT, NEVER, PROCESSING, Timer, Timers, timers_store
 
-Step = Callable[[Any, Any], None]
+# step(key, value, timestamp): one record through an operator and everything after it; the
+# timestamp (ms, the input record's) travels with it to outputs and internal topics.
+Step = Callable[[Any, Any, int], None]
 
 
 class Env(Protocol):
@@ -33,26 +37,35 @@ class Env(Protocol):
 
     def store(self, name: str) -> Any: ...
 
-    def send(self, topic: str, key: Any, value: Any) -> None: ...
+    def send(self, topic: str, key: Any, value: Any, timestamp: int) -> None: ...
 
     def internal_topic(self, name: str) -> str: ...
 
+    @property
+    def clock(self) -> Clock: ...
 
-def _none(key: Any, value: Any) -> None:
+
+def wall_ms() -> int:
+    """The wall clock in ms."""
+    return time_ns() // 1_000_000
+
+
+def _none(key: Any, value: Any, ts: int) -> None:
     return None
 
 
-def bind(node: Node, env: Env) -> Step:
-    """The function that runs ``node`` and everything downstream of it for one record."""
-    kids = [bind(child, env) for child in node.children]
+def bind(node: Node, env: Env, timed: list[TimedOperator]) -> Step:
+    """The function that runs ``node`` and everything downstream of it for one record (a
+    ``process`` operator adds itself to ``timed``, for its timers)."""
+    kids = [bind(child, env, timed) for child in node.children]
     if not kids:
         emit: Step = _none
     elif len(kids) == 1:
         emit = kids[0]
     else:
-        def emit(key: Any, value: Any) -> None:
+        def emit(key: Any, value: Any, ts: int) -> None:
             for kid in kids:
-                kid(key, value)
+                kid(key, value, ts)
     kind, fn, label = node.kind, node.fn, node.label
 
     if kind in ("source", "route", "merge"):
@@ -62,51 +75,51 @@ def bind(node: Node, env: Env) -> Step:
         routes = list(enumerate(zip(predicates, kids, strict=False)))
         rest = kids[len(predicates)] if default else _none
 
-        def step(key: Any, value: Any) -> None:
+        def step(key: Any, value: Any, ts: int) -> None:
             for i, (predicate, kid) in routes:
                 try:
                     taken = predicate(value)
                 except Exception as exc:
                     raise OperatorError(f"{label} predicate {i}", exc) from exc
                 if taken:
-                    kid(key, value)
+                    kid(key, value, ts)
                     return
-            rest(key, value)
+            rest(key, value, ts)
         return step
     if kind == "map":
-        def step(key: Any, value: Any) -> None:
+        def step(key: Any, value: Any, ts: int) -> None:
             try:
                 out = fn(value)
             except Exception as exc:
                 raise OperatorError(label, exc) from exc
-            emit(key, out)
+            emit(key, out, ts)
     elif kind == "filter":
-        def step(key: Any, value: Any) -> None:
+        def step(key: Any, value: Any, ts: int) -> None:
             try:
                 keep = fn(value)
             except Exception as exc:
                 raise OperatorError(label, exc) from exc
             if keep:
-                emit(key, value)
+                emit(key, value, ts)
     elif kind == "flat_map":
-        def step(key: Any, value: Any) -> None:
+        def step(key: Any, value: Any, ts: int) -> None:
             try:
                 outs = list(fn(value))
             except Exception as exc:
                 raise OperatorError(label, exc) from exc
             for out in outs:
-                emit(key, out)
+                emit(key, out, ts)
     elif kind == "peek":
-        def step(key: Any, value: Any) -> None:
+        def step(key: Any, value: Any, ts: int) -> None:
             try:
                 fn(key, value)
             except Exception as exc:
                 raise OperatorError(label, exc) from exc
-            emit(key, value)
+            emit(key, value, ts)
     elif kind == "stateful_map":
         store = env.store(label)
 
-        def step(key: Any, value: Any) -> None:
+        def step(key: Any, value: Any, ts: int) -> None:
             state = store.get(key)
             try:
                 new, out = fn(state, value)
@@ -117,13 +130,13 @@ def bind(node: Node, env: Env) -> Step:
                     store.delete(key)
             else:
                 store.put(key, new)
-            emit(key, out)
+            emit(key, out, ts)
     elif kind == "aggregate":
         store = env.store(label)
         agg: Aggregation = fn
         init, add, result = agg.init, agg.add, agg.result
 
-        def step(key: Any, value: Any) -> None:
+        def step(key: Any, value: Any, ts: int) -> None:
             state = store.get(key)
             try:
                 state = add(init() if state is None else state, value)
@@ -131,31 +144,192 @@ def bind(node: Node, env: Env) -> Step:
             except Exception as exc:
                 raise OperatorError(label, exc) from exc
             store.put(key, state)
-            emit(key, out)
+            emit(key, out, ts)
     elif kind == "key_by":
         internal, send_to = env.internal_topic(node.name or ""), env.send
 
-        def step(key: Any, value: Any) -> None:
+        def step(key: Any, value: Any, ts: int) -> None:
             try:
                 new_key = fn(value)
             except Exception as exc:
                 raise OperatorError(label, exc) from exc
-            send_to(internal, new_key, value)
+            send_to(internal, new_key, value, ts)
     elif kind == "to":
         topic, send = node.topic or "", env.send
 
-        def step(key: Any, value: Any) -> None:
-            send(topic, key, value)
+        def step(key: Any, value: Any, ts: int) -> None:
+            send(topic, key, value, ts)
+    elif kind == "process":
+        return _process(node, env, emit, timed)
     else:  # pragma: no cover - every kind above is the dataflow's
         raise AssertionError(f"unknown operator kind {kind}")
     return step
 
 
+class Context:
+    """What a ``process`` operator's functions get: the current key, its state, the record's
+    (or timer's) timestamp, a way to emit records and to set timers.
+
+    ``ctx.state`` is the key's state in the operator's store (None if it has none);
+    assigning it writes the store, assigning None deletes it.
+    """
+
+    __slots__ = ("key", "timestamp", "_store", "_timers", "_emit", "_clock")
+
+    def __init__(self, store: Any, timers: Timers, emit: Step, clock: Clock) -> None:
+        self.key: Any = None
+        self.timestamp: int = -1
+        self._store = store
+        self._timers = timers
+        self._emit = emit
+        self._clock = clock
+
+    @property
+    def state(self) -> Any:
+        """The current key's state (None: none yet)."""
+        return self._store.get(self.key)
+
+    @state.setter
+    def state(self, value: Any) -> None:
+        if value is None:
+            self._store.delete(self.key)
+        else:
+            self._store.put(self.key, value)
+
+    def emit(self, value: Any) -> None:
+        """Send ``value`` downstream under the current key, with the current timestamp."""
+        self._emit(self.key, value, self.timestamp)
+
+    def set_timer(self, time: int, *, processing_time: bool = False) -> None:
+        """Call ``on_timer`` for the current key once the stream time (or, with
+        ``processing_time``, the wall clock) reaches ``time`` (ms). Setting one twice sets it
+        once; it survives restarts and moves with the key's task."""
+        self._timers.set(PROCESSING if processing_time else EVENT, time, self.key)
+        self._clock.timer_set(time, processing_time)
+
+    def cancel_timer(self, time: int, *, processing_time: bool = False) -> None:
+        """Remove the current key's timer at ``time``, if it is set."""
+        self._timers.cancel(PROCESSING if processing_time else EVENT, time, self.key)
+
+    @property
+    def stream_time(self) -> int:
+        """The task's event time: the largest record timestamp it has seen (-1: none)."""
+        return self._clock.stream_time
+
+    def now(self) -> int:
+        """Processing time: the wall clock in ms (what processing-time timers compare
+        with; a test driver's own clock under test)."""
+        return self._clock.now()
+
+
+OnRecord = Callable[[Context, Any], None]
+OnTimer = Callable[[Context, Timer], None]
+
+
+class TimedOperator:
+    """A ``process`` operator's timers and how to fire them."""
+
+    def __init__(self, label: str, timers: Timers, ctx: Context, on_timer: OnTimer | None):
+        self.label, self.timers, self._ctx, self._on_timer = label, timers, ctx, on_timer
+
+    def fire(self, domain: str, now: int) -> None:
+        """Call ``on_timer`` for each timer of ``domain`` due at ``now``."""
+        ctx, on_timer, processing = self._ctx, self._on_timer, domain == PROCESSING
+        for time, key in self.timers.due(domain, now):
+            if on_timer is None:
+                continue  # nothing to call (a timer set without on_timer): dropped
+            ctx.key, ctx.timestamp = key, time
+            try:
+                on_timer(ctx, Timer(time, processing))
+            except Exception as exc:
+                raise OperatorError(f"{self.label} on_timer", exc) from exc
+
+
+class Clock:
+    """The task's clocks: stream time (advanced by each record) and the wall clock, and the
+    earliest timer due on each."""
+
+    def __init__(self, now: Callable[[], int] | None = None) -> None:
+        self.now = now or wall_ms
+        self.operators: list[TimedOperator] = []
+        self.stream_time = -1
+        self.next_event = NEVER
+        self.next_processing = NEVER
+
+    def add(self, op: TimedOperator) -> None:
+        self.operators.append(op)
+        self.stream_time = max(self.stream_time, op.timers.stream_time)
+        self.next_event = min(self.next_event, op.timers.next(EVENT))
+        self.next_processing = min(self.next_processing, op.timers.next(PROCESSING))
+
+    def timer_set(self, time: int, processing: bool) -> None:
+        if processing:
+            self.next_processing = min(self.next_processing, time)
+        else:
+            self.next_event = min(self.next_event, time)
+
+    def advance(self, timestamp: int) -> None:
+        """A record of ``timestamp`` arrived (later than stream time)."""
+        self.stream_time = timestamp
+        for op in self.operators:
+            op.timers.advance(timestamp)
+
+    def fire_event(self) -> None:
+        """Fire the event-time timers due at stream time."""
+        for op in self.operators:
+            op.fire(EVENT, self.stream_time)
+        self.next_event = min(op.timers.next(EVENT) for op in self.operators)
+
+    def fire_processing(self, now: int) -> None:
+        """Fire the processing-time timers due at ``now`` (ms)."""
+        if now < self.next_processing:
+            return
+        for op in self.operators:
+            op.fire(PROCESSING, now)
+        self.next_processing = min(op.timers.next(PROCESSING) for op in self.operators)
+
+    def wrap(self, step: Step) -> Step:
+        """``step`` with the clock: stream time advanced before it, event timers fired
+        after it."""
+        def timed(key: Any, value: Any, ts: int) -> None:
+            if ts > self.stream_time:
+                self.advance(ts)
+            step(key, value, ts)
+            if self.stream_time >= self.next_event:
+                self.fire_event()
+        return timed
+
+
+def _process(node: Node, env: Env, emit: Step, timed: list[TimedOperator]) -> Step:
+    label = node.label
+    on_record, on_timer = node.fn
+    timers = Timers(env.store(timers_store(label)))
+    clock = env.clock
+    ctx = Context(env.store(label), timers, emit, clock)
+    op = TimedOperator(label, timers, ctx, on_timer)
+    timed.append(op)
+    clock.add(op)
+
+    def step(key: Any, value: Any, ts: int) -> None:
+        ctx.key, ctx.timestamp = key, ts
+        try:
+            on_record(ctx, value)
+        except OperatorError:
+            raise
+        except Exception as exc:
+            raise OperatorError(label, exc) from exc
+    return step
+
+
 def chains(app: App, env: Env) -> dict[str, Step]:
-    """One fused function per source topic (internal topics included)."""
-    out = {topic: bind(node, env) for topic, node in app.sources.items()}
+    """One fused function per source topic (internal topics included); with ``process``
+    operators, each runs under ``env.clock`` (stream time and event-time timers)."""
+    timed: list[TimedOperator] = []
+    out = {topic: bind(node, env, timed) for topic, node in app.sources.items()}
     for name, node in app.repartitions.items():
-        out[env.internal_topic(name)] = bind(node, env)
+        out[env.internal_topic(name)] = bind(node, env, timed)
+    if timed:
+        out = {topic: env.clock.wrap(step) for topic, step in out.items()}
     return out
 
 
@@ -165,15 +339,17 @@ class _TaskEnv:
 
         self._context = context
         self.collector: MessageCollector | None = None
+        self.clock = Clock()
         job = context.config.job
         self.internal_topic = lambda name: internal_topic(job.name, job.id, name)
 
     def store(self, name: str) -> Any:
         return self._context.get_store(name)
 
-    def send(self, topic: str, key: Any, value: Any) -> None:
+    def send(self, topic: str, key: Any, value: Any, timestamp: int) -> None:
         assert self.collector is not None
-        self.collector.send(OutgoingMessageEnvelope(f"kafka.{topic}", value, key))
+        self.collector.send(OutgoingMessageEnvelope(f"kafka.{topic}", value, key,
+                                                    timestamp=timestamp))
 
 
 class DataflowTask(StreamTask):
@@ -189,10 +365,16 @@ class DataflowTask(StreamTask):
     def process(self, envelope: IncomingMessageEnvelope, collector: MessageCollector,
                 coordinator: TaskCoordinator) -> None:
         self._env.collector = collector
-        self._chains[envelope.stream](envelope.key, envelope.message)
+        ts = envelope.timestamp if envelope.timestamp is not None else -1
+        self._chains[envelope.stream](envelope.key, envelope.message, ts)
+
+    def window(self, collector: MessageCollector, coordinator: TaskCoordinator) -> None:
+        """Fire the processing-time timers that are due (``task.window.ms`` apart)."""
+        self._env.collector = collector
+        self._env.clock.fire_processing(wall_ms())
 
     def fused_steps(self, collector: MessageCollector) -> dict[str, Step]:
-        """The run loop's fast path: one ``step(key, value)`` per input topic, called without
-        an envelope (the same chains :meth:`process` runs)."""
+        """The run loop's fast path: one ``step(key, value, timestamp)`` per input topic,
+        called without an envelope (the same chains :meth:`process` runs)."""
         self._env.collector = collector
         return self._chains

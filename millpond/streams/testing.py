@@ -8,6 +8,8 @@ Pipe records into its sources, read what its sinks sent, look into its stores::
     assert driver.read("user-counts") == [("alice", 1)]
     assert driver.state("counts") == {"alice": 1}
 
+Records carry event timestamps (``pipe(..., timestamp=...)``, else :attr:`TestDriver.now`);
+:meth:`TestDriver.advance_time` moves processing time and fires processing-time timers.
 Stores hold what a JSON store would give back (a tuple comes back a list; a value JSON cannot
 hold fails here as it would in the job); a ``key_by`` hands each record on at once, through
 JSON as its internal topic would. Commits, transactions, restore and the broker are not
@@ -16,13 +18,15 @@ simulated: test those against a real broker (`millpond run`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from millpond.serdes.builtins import JsonSerde
 from millpond.streams.dataflow import App
 from millpond.streams.errors import DataflowError
-from millpond.streams.runtime import chains
+from millpond.streams.runtime import Clock, chains
+from millpond.streams.timers import timers_store
 
 _JSON = JsonSerde("json")
 
@@ -32,6 +36,11 @@ class MemoryStore:
 
     def __init__(self) -> None:
         self.data: dict[Any, Any] = {}
+
+    def range(self, start: Any, end: Any) -> AbstractContextManager[Iterator[tuple[Any, Any]]]:
+        """Entries with ``start <= key < end`` in key order (as a store's range scan)."""
+        return nullcontext(iter(sorted((k, v) for k, v in self.data.items()
+                                       if start <= k < end)))
 
     def get(self, key: Any) -> Any:
         return self.data.get(key)
@@ -48,10 +57,15 @@ class TestDriver:
 
     __test__ = False  # not a pytest test class, despite its name
 
-    def __init__(self, app: App) -> None:
+    def __init__(self, app: App, start_time: int = 0) -> None:
         self.app = app
+        self.now = start_time  # processing time (ms): advance it with advance_time()
+        self.clock = Clock(lambda: self.now)
         self._stores = {name: MemoryStore() for name in app.stores}
-        self._outputs: dict[str, list[tuple[Any, Any]]] = {topic: [] for topic in app.sinks}
+        for name, node in app.stores.items():
+            if node.kind == "process":
+                self._stores[timers_store(name)] = MemoryStore()
+        self._outputs: dict[str, list[tuple[Any, Any, int]]] = {t: [] for t in app.sinks}
         self._internal = {self.internal_topic(name) for name in app.repartitions}
         self._chains = chains(app, self)
 
@@ -65,37 +79,46 @@ class TestDriver:
             raise DataflowError(f"the app has no stateful operator named {name!r} (it has: "
                                 f"{', '.join(sorted(self._stores)) or 'none'})") from None
 
-    def send(self, topic: str, key: Any, value: Any) -> None:
+    def send(self, topic: str, key: Any, value: Any, timestamp: int) -> None:
         if topic in self._internal:  # a key_by: straight on, as the task that owns the key
             self.pipe(topic, _JSON.from_bytes(_JSON.to_bytes(key)),
-                      _JSON.from_bytes(_JSON.to_bytes(value)))
+                      _JSON.from_bytes(_JSON.to_bytes(value)), timestamp)
             return
-        self._outputs[topic].append((key, value))
+        self._outputs[topic].append((key, value, timestamp))
 
     def internal_topic(self, name: str) -> str:
         return f"{name}-repartition"
 
     # the test's side
-    def pipe(self, topic: str, key: Any, value: Any) -> None:
-        """One record into source ``topic``."""
+    def pipe(self, topic: str, key: Any, value: Any, timestamp: int | None = None) -> None:
+        """One record into source ``topic``; its event time is ``timestamp`` (ms), else the
+        driver's processing time :attr:`now`."""
         chain = self._chains.get(topic)
         if chain is None:
             raise DataflowError(f"the app reads no topic {topic!r} (it reads: "
                                 f"{', '.join(sorted(self._chains))})")
-        chain(key, value)
+        chain(key, value, self.now if timestamp is None else timestamp)
 
-    def pipe_all(self, topic: str, records: Iterable[tuple[Any, Any]]) -> None:
-        """Each ``(key, value)`` into source ``topic``, in order."""
-        for key, value in records:
-            self.pipe(topic, key, value)
+    def pipe_all(self, topic: str, records: Iterable[tuple[Any, ...]]) -> None:
+        """Each ``(key, value)`` or ``(key, value, timestamp)`` into source ``topic``, in
+        order."""
+        for record in records:
+            self.pipe(topic, *record)
 
-    def read(self, topic: str) -> list[tuple[Any, Any]]:
-        """What the app sent to ``topic`` since the last read, as ``(key, value)``."""
+    def advance_time(self, ms: int) -> None:
+        """Move processing time on by ``ms`` and fire the processing-time timers due, as a
+        task's ``window()`` would."""
+        self.now += ms
+        self.clock.fire_processing(self.now)
+
+    def read(self, topic: str, timestamps: bool = False) -> list[tuple[Any, ...]]:
+        """What the app sent to ``topic`` since the last read, as ``(key, value)`` (with
+        ``timestamps``: ``(key, value, timestamp)``)."""
         if topic not in self._outputs:
             raise DataflowError(f"the app sends to no topic {topic!r} (it sends to: "
                                 f"{', '.join(sorted(self._outputs)) or 'none'})")
         out, self._outputs[topic] = self._outputs[topic], []
-        return out
+        return out if timestamps else [(key, value) for key, value, _ in out]
 
     def state(self, name: str) -> dict[Any, Any]:
         """Every key's state in stateful operator ``name``'s store."""

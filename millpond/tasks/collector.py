@@ -44,5 +44,6 @@ class KafkaCollector(MessageCollector):
         value = envelope.message
         if value is not None and msg_serde is not None:
             value = msg_serde.to_bytes(value)
-        self.producer.send(topic, envelope.partition, key, value, envelope.headers or None)
+        self.producer.send(topic, envelope.partition, key, value, envelope.headers or None,
+                           envelope.timestamp)
         self.sent += 1

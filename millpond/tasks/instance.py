@@ -109,7 +109,7 @@ class TaskInstance:
                 continue
             try:
                 if steps is not None:
-                    steps[topic](key, value)
+                    steps[topic](key, value, msg.timestamp()[1])
                 else:
                     process(IncomingMessageEnvelope(
                         topic, partition, offset, key, value, msg.timestamp()[1],

@@ -1,0 +1,112 @@
+"""A keyed ``process`` operator with event-time timers run by `millpond run`: its timers are
+committed with its state, come back after a SIGKILL, and each fires once in effect; records'
+timestamps reach the output. The job's output equals the test driver's on the same records."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+
+from millpond.streams import TestDriver
+from tests.kafka_util import create_topic, read_topic, run_job
+from tests.streams.test_app_job import _cli, _config, _dump
+
+pytestmark = pytest.mark.kafka
+
+PARTITIONS = 2
+APP = '''
+import time
+from millpond.streams import App
+
+GAP = 100
+
+def on_view(ctx, view):
+    time.sleep(0.0005)  # 1 s in all: the kill after the 4th commit lands mid-stream
+    state = ctx.state or {"n": 0, "end": 0}
+    if state["end"]:
+        ctx.cancel_timer(state["end"])
+    state = {"n": state["n"] + 1, "end": ctx.timestamp + GAP}
+    ctx.state = state
+    ctx.set_timer(state["end"])
+
+def on_timer(ctx, timer):
+    ctx.emit({"views": ctx.state["n"], "closed": timer.time})
+    ctx.state = None
+
+def build(source, out):
+    app = App()
+    app.source(source).process("sessions", on_view, on_timer).to(out)
+    return app
+'''
+
+
+def test_sessions_close_once_across_a_sigkill(
+    kafka_bootstrap: str, topic_name: Callable[[str], str], tmp_path: Path,
+) -> None:
+    source, out = topic_name("views"), topic_name("sessions")
+    create_topic(kafka_bootstrap, source, PARTITIONS)
+    create_topic(kafka_bootstrap, out, PARTITIONS)
+    (tmp_path / "sessions_app.py").write_text(
+        APP + f"app = build({source!r}, {out!r})\n")
+    # 2000 views of 30 users, 20 ms apart in event time, users in bursts so sessions close
+    records: list[tuple[int, str, int]] = []  # partition, user, timestamp
+    t = int(time.time() * 1000) - 3_600_000  # an hour ago: within the topics' retention
+    for i in range(2000):
+        user = f"user-{(i // 7) % 30}"
+        t += 20 if i % 50 else 400  # a pause now and then closes every open session
+        records.append((hash(user) % PARTITIONS, user, t))
+    producer = Producer({"bootstrap.servers": kafka_bootstrap, "linger.ms": 20})
+    for partition, user, ts in records:
+        producer.produce(source, b"{}", user.encode(), partition=partition, timestamp=ts)
+    assert producer.flush(30) == 0
+    # What the test driver says, per partition (stream time is each task's own)
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("sessions_app_ref", tmp_path / "sessions_app.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    expected: list[tuple[str, dict[str, int], int]] = []
+    remaining: dict[str, object] = {}
+    for p in range(PARTITIONS):
+        driver = TestDriver(module.build(source, out))
+        driver.pipe_all(source, [(u, {}, ts) for part, u, ts in records if part == p])
+        expected += driver.read(out, timestamps=True)
+        remaining.update(driver.state("sessions"))
+    assert len(expected) > 100 and remaining
+
+    conf = _config(tmp_path / "app.properties", kafka_bootstrap, topic_name("app"),
+                   tmp_path / "state", **{"app.class": "sessions_app:app",
+                                          "task.commit.ms": "50",
+                                          "task.processing.guarantee": "exactly-once",
+                                          # a restarted process takes its tasks back at once
+                                          # (a static member), not after the dead one's session
+                                          "systems.kafka.consumer.group.instance.id": "p1",
+                                          "systems.kafka.consumer.session.timeout.ms": "10000"})
+    env = {"PYTHONPATH": str(tmp_path)}
+    committed = []
+    for _ in range(3):  # (the first commits can come before any input; then kill again)
+        killed = run_job(conf, "--bounded", env={**env, "MILLPOND_CRASH_AT":
+                                                 "after-transaction-commit:4"}, timeout=120)
+        assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+        shown = _cli(env, "checkpoint", "show", "--config", str(conf), "--format", "json")
+        committed.append(sum(c["inputs"].get(source, 0)
+                             for c in json.loads(shown.stdout or "{}").values()))
+        if committed[-1] > 0:
+            break
+    assert 0 < committed[-1] < len(records), f"the kills were not mid-stream: {committed}"
+    done = run_job(conf, "--bounded", env=env, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = [(m.key().decode(), json.loads(m.value()), m.timestamp()[1])
+            for m in read_topic(kafka_bootstrap, out)]
+    assert sorted(seen, key=repr) == sorted(expected, key=repr)  # each session once
+    assert _dump(conf, env, "sessions") == remaining
+    timers = _dump(conf, env, "sessions-timers")
+    assert {key for key in timers if key.startswith("e|")} == {
+        f'e|{state["end"]:016d}|{json.dumps(user)}' for user, state in remaining.items()}
