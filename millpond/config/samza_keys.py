@@ -73,8 +73,9 @@ _ROWS: list[tuple[str, Fate, str, str]] = [
     # --- application
     ("app.name", "mapped", "job.name when job.name is not set", "application"),
     ("app.id", "mapped", "job.id when job.id is not set", "application"),
-    ("app.class", "ignored", "when task.class is set; without task.class the config is refused: "
-     "millpond runs low-level StreamTask jobs (task.class + task.inputs)", "application"),
+    ("app.class", "ignored", "a Samza application class is ignored when task.class is set, "
+     "refused without it; app.class=<module>:<attribute> names a millpond.streams app",
+     "application"),
     ("job.factory.class", "ignored", _YARN, "application"),
     ("job.name", "supported", "the consumer group is <job.name>-<job.id>", "application"),
     ("job.id", "supported", "default 1", "application"),

@@ -2,8 +2,8 @@
 
 Each aggregation is ``init() -> state``, ``add(state, value) -> state`` and
 ``result(state) -> output``; its state is what the store holds for the key (JSON by default,
-so `millpond store dump` and Spark read it). Several at once (:func:`Agg`) keep one state per
-key and emit a dict of their results.
+so ``millpond store dump`` and Spark read it). Several at once (``Stream.agg``) keep one
+state per key and emit a dict of their results.
 """
 
 from __future__ import annotations
@@ -55,7 +55,8 @@ def mean(by: Fn = _identity) -> Aggregation:
 
 
 def collect(by: Fn = _identity) -> Aggregation:
-    """Every ``by(value)``, in arrival order (a list: bound it with a store TTL or a window)."""
+    """Every ``by(value)``, in arrival order (a list that grows with every value: bound it
+    with a store TTL)."""
     return Aggregation(list, lambda items, v: [*items, by(v)])
 
 

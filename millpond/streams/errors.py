@@ -11,14 +11,16 @@ class StreamsError(MillpondError):
 
 
 class DataflowError(StreamsError):
-    """The dataflow is declared wrongly (a missing or repeated name, a stream without a
-    sink, an ``app.class`` that is not a :class:`millpond.streams.App`)."""
+    """The dataflow is declared wrongly: a missing or repeated name, a ``merge`` of another
+    app's stream, or an ``app.class`` that cannot be imported, is not a
+    ``millpond.streams.App`` or reads no topic."""
 
 
 class OperatorError(StreamsError):
-    """A user function of an operator raised; the message names the operator. The run
-    loop adds the topic, partition and offset of the message, and the job's error policy
-    (stop, skip, dead-letter topic) applies as for a StreamTask."""
+    """A user function of an operator raised; the message names the operator
+    (``operator``). The run loop adds the topic, partition and offset of the message, and
+    the job's error policy applies as for a StreamTask: the job stops, or with
+    ``task.dlq.stream`` the message goes to the dead-letter topic."""
 
     def __init__(self, operator: str, exc: BaseException) -> None:
         super().__init__(f"operator {operator} raised {type(exc).__name__}: {exc}")

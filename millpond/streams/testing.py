@@ -53,7 +53,8 @@ class MemoryStore:
 
 
 class TestDriver:
-    """Runs ``app`` in-process: :meth:`pipe` records in, :meth:`read` outputs, :meth:`store`."""
+    """Runs ``app`` in-process: ``pipe`` records in, ``read`` what it sent, ``state`` of
+    its stores."""
 
     __test__ = False  # not a pytest test class, despite its name
 
@@ -72,7 +73,7 @@ class TestDriver:
     # Env, for the operators
     def store(self, name: str) -> Any:
         """The store of stateful operator ``name`` (``get``/``put``/``delete``); compare it
-        with a dict through :meth:`state`."""
+        with a dict through ``state``."""
         try:
             return self._stores[name]
         except KeyError:

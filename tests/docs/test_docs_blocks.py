@@ -16,6 +16,7 @@ evaluated in order:
   ``<!-- docs-test: stop -->`` (or the page's end) sends it SIGINT, and it must exit 0. Each
   command must succeed and have its effect: topics exist, the input grew, the job consumed
   all of it and sent output, ``status`` shows the running process owning every partition.
+  A config with ``app.class`` (a dataflow) is compiled as the commands compile it.
 * ``text``: output and synopses, not run;
 * ``mermaid``: a diagram `millpond app describe --format mermaid` printed; it must still be
   what that command prints (its first line names the command).
@@ -53,6 +54,7 @@ from millpond.config.samza_keys import samza_key
 from millpond.kafka.reading import watermarks
 from millpond.metrics.config import parse_reporters
 from millpond.stores.engines.rocksdb_options import RocksDbOptions
+from millpond.streams.compile import load_config
 from tests.kafka_util import REPO, OutputLines, read_stable
 
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
@@ -173,7 +175,7 @@ class ShellSession:
         args = shlex.split(command)
         config = _option(args, "--config")
         if config:
-            conf = Config.load(self.work / config, ())
+            conf = load_config(self.work / config)  # a dataflow's app.class compiled
             self.job = {
                 "input": conf.job.inputs[0].topic,
                 "output": (conf.get("counts.stream") or "").removeprefix("kafka."),
@@ -290,7 +292,7 @@ def check_mermaid(example: Example) -> None:
     """A ``mermaid`` block opens with ``%% millpond app describe --config F --format mermaid``
     and must be exactly what that command prints (the diagram cannot drift from the app)."""
     from millpond.streams import describe
-    from millpond.streams.compile import load_app, load_config
+    from millpond.streams.compile import load_app
 
     first, _, rest = str(example.parsed).partition("\n")
     m = re.fullmatch(r"%%\s*millpond app describe --config (\S+) --format mermaid", first.strip())
