@@ -29,16 +29,20 @@ from millpond.streams.aggregations import (
 )
 from millpond.streams.dataflow import App, Stream
 from millpond.streams.errors import DataflowError, OperatorError, StreamsError
+from millpond.streams.runtime import Context
 from millpond.streams.testing import TestDriver
+from millpond.streams.timers import Timer
 
 __all__ = [
     "Aggregation",
     "App",
+    "Context",
     "DataflowError",
     "OperatorError",
     "Stream",
     "StreamsError",
     "TestDriver",
+    "Timer",
     "aggregations",
     "collect",
     "count",

@@ -3,9 +3,10 @@ would have written by hand.
 
 ``app.class=<module>:<attribute>`` names an :class:`~millpond.streams.App`. :func:`with_app`
 returns the job's config with ``task.class`` (the runtime's :class:`DataflowTask`),
-``task.inputs`` (the app's sources) and, for every stateful operator the user did not
-configure under ``stores.<name>.*``, a RocksDB store of that name with the source's key serde,
-JSON values and a changelog ``<job.name>-<job.id>-<name>-changelog``. Every command that reads
+``task.inputs`` (the app's sources) and, for every stateful operator, a RocksDB store of that
+name with the source's key serde, JSON values and a changelog
+``<job.name>-<job.id>-<name>-changelog``, each of them a default under what the user
+configured under ``stores.<name>.*``. Every command that reads
 the config (run, restore, store, status, Spark) sees the same stores, so the tooling works on
 a dataflow's state unchanged. The added keys are located at the ``app.class`` line.
 """
@@ -112,15 +113,13 @@ def with_app(config: Config) -> Config:
         if node.kind == "process":  # its timers: time-ordered string keys
             stores[timers_store(name)] = "string"
     for name, key_serde in stores.items():
-        prefix = f"stores.{name}."
-        if any(key.startswith(prefix) for key in props):
-            continue  # configured by the user: theirs entirely
-        props.set(prefix + "factory", "rocksdb", file, line)
-        props.set(prefix + "key.serde", key_serde, file, line)
-        props.set(prefix + "msg.serde", "json", file, line)
+        # the defaults under what the user configured (stores.<name>.* keys win)
+        defaults = {"factory": "rocksdb", "key.serde": key_serde, "msg.serde": "json"}
         if not config.get("job.changelog.system"):
-            props.set(prefix + "changelog", f"kafka.{job.name}-{job.id}-{name}-changelog",
-                      file, line)
+            defaults["changelog"] = f"kafka.{job.name}-{job.id}-{name}-changelog"
+        for key, value in defaults.items():
+            if f"stores.{name}.{key}" not in props:
+                props.set(f"stores.{name}.{key}", value, file, line)
     if any(node.kind == "process" for node in app.stores.values()) \
             and "task.window.ms" not in props:
         # processing-time timers are looked at in window(), this often
