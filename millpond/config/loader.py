@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from millpond.config.backup import BackupConfig, parse_backup
@@ -47,8 +47,10 @@ class Config:
         path: str | Path,
         overrides: Sequence[str] = (),
         env: Mapping[str, str] | None = None,
+        transform: Callable[[Properties], Properties] | None = None,
     ) -> Config:
-        """Read ``path``, apply ``key=value`` overrides, substitute ``${NAME}`` from ``env``."""
+        """Read ``path``, apply ``key=value`` overrides, substitute ``${NAME}`` from ``env``
+        (then ``transform`` the properties: a dataflow app's compiler adds its keys)."""
         props = load_properties(path)
         for override in overrides:
             key, eq, value = override.partition("=")
@@ -59,7 +61,7 @@ class Config:
             props.set(key.strip(), value, OVERRIDE)
         props = substitute_env(props, os.environ if env is None else env)
         try:
-            return cls(props)
+            return cls(transform(props) if transform is not None else props)
         except ConfigError as e:
             if e.file is None:  # e.g. a missing required key: point at the file at least
                 e.file = str(path)

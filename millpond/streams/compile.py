@@ -19,7 +19,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from millpond.config import Config, StreamRef
+from millpond.config import Config, Properties, StreamRef
 from millpond.streams.dataflow import App
 from millpond.streams.errors import DataflowError
 from millpond.streams.timers import timers_store
@@ -82,9 +82,32 @@ def with_app(config: Config) -> Config:
     """``config`` with the keys its ``app.class`` implies (unchanged without one)."""
     if not has_app(config) or config.get("task.class") == DATAFLOW_TASK:
         return config  # no app, a Samza application class (ignored), or compiled already
+    return Config.from_properties(compile_properties(config.properties))
+
+
+def _without_partial_stores(props: Properties) -> Properties:
+    """``props`` without the keys of stores that have no ``factory`` (an app's store that
+    the user only tuned, e.g. its TTL: complete once compiled)."""
+    out = Properties(props.source)
+    for key in props:
+        name = key.split(".")[1] if key.startswith("stores.") and key.count(".") >= 2 else None
+        if name is not None and f"stores.{name}.factory" not in props:
+            continue
+        file, line = props.location(key) or (props.source or "?", 0)
+        out.set(key, props[key], file, line)
+    return out
+
+
+def compile_properties(props: Properties) -> Properties:
+    """``props`` with the keys their ``app.class`` implies (the same ``props`` without one):
+    the task class and inputs, the internal topics' serdes, and for each stateful operator
+    the defaults of its store under the ``stores.<name>.*`` keys the user set."""
+    if ":" not in (props.get(APP_KEY) or "") or props.get("task.class") == DATAFLOW_TASK:
+        return props
+    config = Config.from_properties(_without_partial_stores(props))
     app = load_app(config)
-    props = config.properties.copy()
-    file, line = config.properties.location(APP_KEY) or ("<app.class>", 0)
+    props = props.copy()
+    file, line = props.location(APP_KEY) or ("<app.class>", 0)
     job = config.job
     internal = {name: internal_topic(job.name, job.id, name) for name in app.repartitions}
     sources = ",".join(f"kafka.{topic}" for topic in app.sources)
@@ -124,7 +147,7 @@ def with_app(config: Config) -> Config:
             and "task.window.ms" not in props:
         # processing-time timers are looked at in window(), this often
         props.set("task.window.ms", str(PROCESSING_TIMER_MS), file, line)
-    return Config.from_properties(props)
+    return props
 
 
 def _source_of(app: App, target: object) -> str:
@@ -143,7 +166,7 @@ def _source_of(app: App, target: object) -> str:
 def load_config(path: str | Path, overrides: Sequence[str] = ()) -> Config:
     """Read a job's properties (overrides, ``${NAME}``) and compile its ``app.class``: what
     every command works from."""
-    return with_app(Config.load(path, overrides))
+    return Config.load(path, overrides, transform=compile_properties)
 
 
 DROPPED_KEY = "app.dropped.operators"

@@ -21,3 +21,18 @@ orders.stateful_map(
 pages = App()
 (pages.source("page-views").filter(lambda v: v["page"] != "/health")
  .key_by("by-page", lambda v: v["page"]).count("page-counts").to("page-counts"))
+
+
+def _remember(ctx, value):  # type: ignore[no-untyped-def]
+    ctx.state = value
+    ctx.set_timer(ctx.timestamp + 1000)
+
+
+def _forget(ctx, timer):  # type: ignore[no-untyped-def]
+    ctx.emit(ctx.state)
+    ctx.state = None
+
+
+# A process operator with timers, for the compile test
+timed = App()
+timed.source("page-views").process("last-view", _remember, _forget).to("expired")

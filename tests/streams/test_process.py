@@ -149,3 +149,29 @@ def test_pipe_applies_an_operator_written_as_a_function() -> None:
     assert driver.read("out") == [("a", "X"), ("b", "Z")]
     with pytest.raises(DataflowError, match="returned a int"):
         app.source("in").pipe(lambda s: 1)
+
+
+def test_a_process_operator_compiles_to_its_store_and_timer_store() -> None:
+    from millpond.config import Config, parse_properties
+    from millpond.streams import describe
+    from millpond.streams.compile import compile_properties, with_app
+    from tests.streams.apps import timed
+
+    base = ("job.name=pv\napp.class=tests.streams.apps:timed\n"
+            "systems.kafka.bootstrap.servers=127.0.0.1:1\n"
+            "systems.kafka.samza.key.serde=string\nsystems.kafka.samza.msg.serde=json\n")
+    # only the TTL set: the compiled defaults fill in the rest of the store
+    config = Config.from_properties(compile_properties(parse_properties(
+        base + "stores.last-view.rocksdb.ttl.ms=60000\n", "p")))
+    state, timers = config.stores["last-view"], config.stores["last-view-timers"]
+    assert (state.factory, state.key_serde, state.msg_serde) == ("rocksdb", "string", "json")
+    assert config.get("stores.last-view.rocksdb.ttl.ms") == "60000"  # the user's key, kept
+    assert state.changelog is not None and state.changelog.topic == "pv-1-last-view-changelog"
+    assert (timers.key_serde, timers.msg_serde) == ("string", "json")
+    assert timers.changelog is not None
+    assert timers.changelog.topic == "pv-1-last-view-timers-changelog"
+    assert config.job.window_ms == 100  # processing-time timers are looked at this often
+    assert with_app(Config.from_properties(parse_properties(
+        base + "task.window.ms=250\n", "p"))).job.window_ms == 250
+    assert "(store last-view, changelog pv-1-last-view-changelog, timers in store " \
+        "last-view-timers)" in describe.text(timed, config)
