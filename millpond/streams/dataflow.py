@@ -234,8 +234,10 @@ class Stream:
         return out
 
     # ---- sinks ----------------------------------------------------------------------------
-    def to(self, topic: str) -> None:
+    def to(self, topic: str, key: Callable[[Any], Any] | None = None) -> None:
         """Send every record to ``topic`` (its serdes: the job's stream or system serdes;
-        its partition: the job's partitioner on the key), in the task's transaction."""
+        its partition: the job's partitioner on the key), in the task's transaction, with
+        its timestamp. ``key``: the output's key is ``key(value)`` instead of the record's
+        (a sink needs no repartition, unlike :meth:`key_by`)."""
         self._app.sinks.add(topic)
-        self._add("to", topic=topic)
+        self._add("to", fn=key, topic=topic)

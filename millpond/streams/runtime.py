@@ -156,9 +156,16 @@ def bind(node: Node, env: Env, timed: list[TimedOperator]) -> Step:
             send_to(internal, new_key, value, ts)
     elif kind == "to":
         topic, send = node.topic or "", env.send
-
-        def step(key: Any, value: Any, ts: int) -> None:
-            send(topic, key, value, ts)
+        if fn is None:
+            def step(key: Any, value: Any, ts: int) -> None:
+                send(topic, key, value, ts)
+        else:
+            def step(key: Any, value: Any, ts: int) -> None:
+                try:
+                    out_key = fn(value)
+                except Exception as exc:
+                    raise OperatorError(f"to {topic} key", exc) from exc
+                send(topic, out_key, value, ts)
     elif kind == "process":
         return _process(node, env, emit, timed)
     else:  # pragma: no cover - every kind above is the dataflow's

@@ -22,5 +22,9 @@ class MessageError(TaskError):
         super().__init__(
             f"{stage} failed for {topic}[{partition}] at offset {offset}: "
             f"{type(cause).__name__}: {cause}. Nothing after offset {offset - 1} was committed; "
-            "fix the task or set task.drop.deserialization.errors / task.dlq.stream."
+            + ("fix the data or the serde, or set task.drop.deserialization.errors=true (skip "
+               "such messages) or task.dlq.stream (send them to a dead-letter topic)."
+               if stage == "deserialization" else
+               "fix the code, or set task.dlq.stream to send such messages to a dead-letter "
+               "topic and go on.")
         )
