@@ -139,6 +139,19 @@ def test_a_failing_operator_stops_the_job_naming_it_and_the_message(
     assert shown.returncode == 0, shown.stderr
     assert json.loads(shown.stdout)["partition-0"]["inputs"][source] == 30
     assert _dump(conf, env) == {"u": 30}
+    # With a dead-letter topic the failing record goes there, naming the operator, and the
+    # 9 records after it are counted.
+    dlq = topic_name("dead")
+    create_topic(kafka_bootstrap, dlq, 1)
+    on = run_job(conf, "--bounded", "--config-override", f"task.dlq.stream=kafka.{dlq}",
+                 env=env, timeout=120)
+    assert on.returncode == 0, on.stderr[-3000:]
+    [dead] = read_topic(kafka_bootstrap, dlq)
+    headers = dict(dead.headers())
+    assert json.loads(dead.value()) == {"name": "no user_id"}
+    assert headers["millpond.offset"] == b"30" and headers["millpond.stage"] == b"process"
+    assert b"operator map #1" in headers["millpond.error"]
+    assert _dump(conf, env) == {"u": 39}
 
 
 def test_filter_key_by_count_through_an_internal_topic(
