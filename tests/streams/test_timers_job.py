@@ -14,7 +14,7 @@ import pytest
 from confluent_kafka import Producer
 
 from millpond.streams import TestDriver
-from tests.kafka_util import create_topic, read_topic, run_job
+from tests.kafka_util import create_topic, read_stable, read_topic, run_job, start_job
 from tests.streams.test_app_job import _cli, _config, _dump
 
 pytestmark = pytest.mark.kafka
@@ -110,3 +110,44 @@ def test_sessions_close_once_across_a_sigkill(
     timers = _dump(conf, env, "sessions-timers")
     assert {key for key in timers if key.startswith("e|")} == {
         f'e|{state["end"]:016d}|{json.dumps(user)}' for user, state in remaining.items()}
+
+
+def test_processing_time_timers_fire_in_a_running_job(
+    kafka_bootstrap: str, topic_name: Callable[[str], str], tmp_path: Path,
+) -> None:
+    """A processing-time timer set 300 ms ahead fires while the job runs (its window(),
+    every task.window.ms) and is gone from the timer store after it fired."""
+    source, out = topic_name("in"), topic_name("out")
+    create_topic(kafka_bootstrap, source, 1)
+    create_topic(kafka_bootstrap, out, 1)
+    (tmp_path / "wall_app.py").write_text(
+        "from millpond.streams import App\n"
+        "def add(ctx, v):\n"
+        "    ctx.state = (ctx.state or 0) + v\n"
+        "    ctx.set_timer(ctx.now() // 1000 * 1000 + 1000, processing_time=True)\n"
+        "def report(ctx, timer):\n"
+        "    ctx.emit({'total': ctx.state, 'at': timer.time, 'late_ms': ctx.now() - timer.time})\n"
+        "app = App()\n"
+        f"app.source({source!r}).process('totals', add, report).to({out!r})\n")
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    for _ in range(10):
+        producer.produce(source, b"2", b"k")
+    assert producer.flush(30) == 0
+    conf = _config(tmp_path / "app.properties", kafka_bootstrap, topic_name("app"),
+                   tmp_path / "state", **{"app.class": "wall_app:app",
+                                          "systems.kafka.samza.msg.serde": "json"})
+    job = start_job(conf, env={"PYTHONPATH": str(tmp_path)})
+    try:
+        deadline, fired = time.monotonic() + 60, []
+        while not fired and time.monotonic() < deadline and job.poll() is None:
+            fired = read_stable(kafka_bootstrap, out)
+        assert fired, "no timer fired within 60 s"
+    finally:
+        job.send_signal(signal.SIGTERM)
+        log = job.communicate(timeout=60)[0]
+    assert job.returncode == 0, log[-3000:]
+    values = [json.loads(m.value()) for m in fired]
+    assert all(v["total"] == 20 and v["at"] % 1000 == 0 for v in values), values
+    assert all(0 <= v["late_ms"] < 2000 for v in values), values  # window() is 100 ms apart
+    assert not [k for k in _dump(conf, {"PYTHONPATH": str(tmp_path)}, "totals-timers")
+                if k.startswith("p|")]
