@@ -28,7 +28,7 @@ from millpond.streams.aggregations import (
     total,
 )
 from millpond.streams.dataflow import App, Stream
-from millpond.streams.errors import DataflowError, OperatorError, StreamsError
+from millpond.streams.errors import DataflowError, OperatorError, StreamsError, TimerError
 from millpond.streams.runtime import Context
 from millpond.streams.testing import TestDriver
 from millpond.streams.timers import Timer
@@ -43,6 +43,7 @@ __all__ = [
     "StreamsError",
     "TestDriver",
     "Timer",
+    "TimerError",
     "aggregations",
     "collect",
     "count",

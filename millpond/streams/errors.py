@@ -25,3 +25,11 @@ class OperatorError(StreamsError):
     def __init__(self, operator: str, exc: BaseException) -> None:
         super().__init__(f"operator {operator} raised {type(exc).__name__}: {exc}")
         self.operator = operator
+
+
+class TimerError(OperatorError):
+    """A ``process`` operator's ``on_timer`` raised. Not the fault of the record whose
+    timestamp made the timer due, so it is never dead-lettered or skipped with it: the job
+    stops (the timer is still set in the last commit, and fires again on restart)."""
+
+    not_the_message = True  # the run loop's marker: stop, do not apply the error policy

@@ -23,7 +23,7 @@ from millpond.api import (
 )
 from millpond.streams.aggregations import Aggregation
 from millpond.streams.dataflow import App, Node
-from millpond.streams.errors import OperatorError
+from millpond.streams.errors import OperatorError, TimerError
 from millpond.streams.timers import EVENT, NEVER, PROCESSING, Timer, Timers, timers_store
 
 # step(key, value, timestamp): one record through an operator and everything after it; the
@@ -249,7 +249,8 @@ class TimedOperator:
             try:
                 on_timer(ctx, Timer(time, processing))
             except Exception as exc:
-                raise OperatorError(f"{self.label} on_timer", exc) from exc
+                raise TimerError(f"{self.label} on_timer (key {key!r}, time {time})",
+                                 exc) from exc
 
 
 class Clock:

@@ -118,6 +118,8 @@ class TaskInstance:
             except NOT_THE_MESSAGE:
                 raise  # a moved task is closed and reopened; a missing output stops the job
             except Exception as exc:
+                if getattr(exc, "not_the_message", False):
+                    raise  # e.g. a timer that fired after the message: the job stops
                 on_error("process", msg, exc)  # raises unless skipping
                 metrics.skipped += 1
             handled += 1

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from millpond.streams import App, DataflowError, OperatorError, TestDriver
+from millpond.streams import App, DataflowError, OperatorError, TestDriver, TimerError
 from millpond.streams.runtime import Context
 from millpond.streams.timers import Timer
 
@@ -121,7 +121,8 @@ def test_process_errors_name_the_operator_and_the_callback() -> None:
     driver = TestDriver(app)
     with pytest.raises(OperatorError, match="operator p raised DataflowError: a timer.s time must be an int"):
         driver.pipe("in", "k", -1, 5)  # a negative timer time
-    with pytest.raises(OperatorError, match="operator p on_timer raised KeyError"):
+    with pytest.raises(TimerError, match=r"operator p on_timer \(key 'k', time 5\) raised "
+                       "KeyError"):  # not the record's fault: never dead-lettered with it
         driver.pipe("in", "k", 5, 5)
 
 

@@ -151,3 +151,45 @@ def test_processing_time_timers_fire_in_a_running_job(
     assert all(0 <= v["late_ms"] < 2000 for v in values), values  # window() is 100 ms apart
     assert not [k for k in _dump(conf, {"PYTHONPATH": str(tmp_path)}, "totals-timers")
                 if k.startswith("p|")]
+
+
+def test_a_failing_on_timer_stops_the_job_and_the_timer_fires_after_the_restart(
+    kafka_bootstrap: str, topic_name: Callable[[str], str], tmp_path: Path,
+) -> None:
+    """on_timer raises (while a flag file exists): even with a dead-letter topic the job stops
+    naming the operator, key and time, and dead-letters nothing; once fixed, the restarted job
+    fires the timer (its removal was never committed)."""
+    source, out, dlq = topic_name("in"), topic_name("out"), topic_name("dead")
+    for topic in (source, out, dlq):
+        create_topic(kafka_bootstrap, topic, 1)
+    flag = tmp_path / "broken"
+    flag.touch()
+    (tmp_path / "flaky_app.py").write_text(
+        "import os\n"
+        "from millpond.streams import App\n"
+        "def on_record(ctx, v):\n"
+        "    ctx.state = v\n"
+        "    ctx.set_timer(ctx.timestamp)\n"
+        "def on_timer(ctx, timer):\n"
+        f"    if os.path.exists({str(flag)!r}):\n"
+        "        raise RuntimeError('broken')\n"
+        "    ctx.emit(ctx.state)\n"
+        "app = App()\n"
+        f"app.source({source!r}).process('flaky', on_record, on_timer).to({out!r})\n")
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    producer.produce(source, b'"v"', b"k", timestamp=int(time.time() * 1000))
+    assert producer.flush(30) == 0
+    conf = _config(tmp_path / "app.properties", kafka_bootstrap, topic_name("app"),
+                   tmp_path / "state", **{"app.class": "flaky_app:app",
+                                          "task.dlq.stream": f"kafka.{dlq}",
+                                          "task.processing.guarantee": "exactly-once"})
+    env = {"PYTHONPATH": str(tmp_path)}
+    failed = run_job(conf, "--bounded", env=env, timeout=120)
+    errors = [line for line in failed.stderr.splitlines() if line.startswith("Error:")]
+    assert failed.returncode == 2 and len(errors) == 1, failed.stderr[-3000:]
+    assert "operator flaky on_timer (key 'k', time" in errors[0] and "broken" in errors[0]
+    assert read_topic(kafka_bootstrap, dlq) == [] and read_topic(kafka_bootstrap, out) == []
+    flag.unlink()
+    done = run_job(conf, "--bounded", env=env, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert [m.value() for m in read_topic(kafka_bootstrap, out)] == [b'"v"']
