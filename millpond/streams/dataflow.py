@@ -18,18 +18,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from millpond.streams import aggregations as aggs
+from millpond.streams import windows
 from millpond.streams.aggregations import Aggregation
 from millpond.streams.errors import DataflowError
+from millpond.streams.windows import WindowedStream
 
-STATEFUL = ("stateful_map", "aggregate", "process")
+STATEFUL = ("stateful_map", "aggregate", "process", "window")
 
 
 @dataclass(eq=False)
 class Node:
     """One operator: its kind, name, function, and the operators fed by its output."""
 
-    kind: str  # source, map, filter, flat_map, peek, stateful_map, aggregate, process,
-    #            key_by, branch, route (a branch's output), merge, to
+    kind: str  # source, map, map_kv, filter, flat_map, peek, stateful_map, aggregate, process,
+    #            window, key_by, branch, route (a branch's output), merge, to
     label: str  # how errors name it: "map #2 of page-views" or the stateful operator's name
     fn: Any = None
     topic: str | None = None  # source and sink (None: a key_by's internal topic)
@@ -98,9 +100,10 @@ class Stream:
         return Stream(self._app, node, self._origin)
 
     # ---- stateless ------------------------------------------------------------------------
-    def map(self, fn: Callable[[Any], Any]) -> Stream:
-        """``fn(value)`` for each value; the key stays."""
-        return self._add("map", fn)
+    def map(self, fn: Callable[..., Any], *, with_key: bool = False) -> Stream:
+        """``fn(value)`` for each value (with ``with_key``: ``fn(key, value)``); the key
+        stays."""
+        return self._add("map_kv" if with_key else "map", fn)
 
     def map_values(self, fn: Callable[[Any], Any]) -> Stream:
         """The same as :meth:`map` (Kafka Streams' name): values change, keys never do."""
@@ -215,6 +218,33 @@ class Stream:
         if not named:
             raise DataflowError(f"agg {name!r} needs at least one aggregation")
         return self.aggregate(name, aggs.several(named))
+
+    # ---- windows --------------------------------------------------------------------------
+    def tumbling_window(self, size_ms: int, *, grace_ms: int = 0,
+                        timestamp: Callable[[Any], int] | None = None,
+                        late_to: str | None = None) -> WindowedStream:
+        """Fixed windows of ``size_ms`` ([0, size), [size, 2 size) ...) per key, by event time:
+        the record's Kafka timestamp, or ``timestamp(value)`` (ms). A window closes when the
+        operator's stream time reaches its end plus ``grace_ms``; a record whose window has
+        closed is late: counted and dropped, or sent to topic ``late_to``. Aggregate it, then
+        ``.final()`` or ``.current()``::
+
+            views.tumbling_window(60_000).count("views-per-minute").final().to("minutes")
+        """
+        return windows.tumbling(self, size_ms, grace_ms, timestamp, self._late(late_to))
+
+    def hopping_window(self, size_ms: int, step_ms: int, *, grace_ms: int = 0,
+                       timestamp: Callable[[Any], int] | None = None,
+                       late_to: str | None = None) -> WindowedStream:
+        """Windows of ``size_ms`` starting every ``step_ms`` (a record belongs to
+        ``size_ms / step_ms`` of them), otherwise as :meth:`tumbling_window`."""
+        return windows.hopping(self, size_ms, step_ms, grace_ms, timestamp,
+                               self._late(late_to))
+
+    def _late(self, topic: str | None) -> str | None:
+        if topic is not None:
+            self._app.sinks.add(topic)
+        return topic
 
     # ---- composing ------------------------------------------------------------------------
     def pipe(self, operator: Callable[..., Stream], *args: Any, **kwargs: Any) -> Stream:

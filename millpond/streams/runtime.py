@@ -9,9 +9,12 @@ and the error policy are the runtime's own.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
-from time import time_ns
+from time import monotonic, time_ns
 from typing import Any, Protocol
+
+import orjson
 
 from millpond.api import (
     IncomingMessageEnvelope,
@@ -25,10 +28,16 @@ from millpond.streams.aggregations import Aggregation
 from millpond.streams.dataflow import App, Node
 from millpond.streams.errors import OperatorError, TimerError
 from millpond.streams.timers import EVENT, NEVER, PROCESSING, Timer, Timers, timers_store
+from millpond.streams.windows import MAX_TIME as WINDOW_MAX_TIME
+from millpond.streams.windows import STREAM_TIME as WINDOW_STREAM_TIME
+from millpond.streams.windows import WIDTH as WINDOW_WIDTH
+from millpond.streams.windows import first_end, parse_window_key, spec_of
 
 # step(key, value, timestamp): one record through an operator and everything after it; the
 # timestamp (ms, the input record's) travels with it to outputs and internal topics.
 Step = Callable[[Any, Any, int], None]
+
+log = logging.getLogger("millpond.streams")
 
 
 class Env(Protocol):
@@ -43,6 +52,9 @@ class Env(Protocol):
 
     @property
     def clock(self) -> Clock: ...
+
+    def late(self, operator: str) -> None:
+        """A record came after every window it belongs to had closed (count it)."""
 
 
 def wall_ms() -> int:
@@ -90,6 +102,13 @@ def bind(node: Node, env: Env, timed: list[TimedOperator]) -> Step:
         def step(key: Any, value: Any, ts: int) -> None:
             try:
                 out = fn(value)
+            except Exception as exc:
+                raise OperatorError(label, exc) from exc
+            emit(key, out, ts)
+    elif kind == "map_kv":
+        def step(key: Any, value: Any, ts: int) -> None:
+            try:
+                out = fn(key, value)
             except Exception as exc:
                 raise OperatorError(label, exc) from exc
             emit(key, out, ts)
@@ -168,6 +187,8 @@ def bind(node: Node, env: Env, timed: list[TimedOperator]) -> Step:
                 send(topic, out_key, value, ts)
     elif kind == "process":
         return _process(node, env, emit, timed)
+    elif kind == "window":
+        return _window(node, env, emit)
     else:  # pragma: no cover - every kind above is the dataflow's
         raise AssertionError(f"unknown operator kind {kind}")
     return step
@@ -329,6 +350,79 @@ def _process(node: Node, env: Env, emit: Step, timed: list[TimedOperator]) -> St
     return step
 
 
+def _window(node: Node, env: Env, emit: Step) -> Step:
+    """A window operator: each record updates its key's windows that are still open, then
+    the windows whose end plus grace stream time has reached are closed (one range scan)."""
+    label = node.label
+    spec = spec_of(node)
+    agg = spec.aggregation
+    assert agg is not None
+    init, add, result = agg.init, agg.add, agg.result
+    size, step_ms, grace, ts_of = spec.size, spec.step, spec.grace, spec.timestamp
+    final, late_to, send = spec.mode == "final", spec.late_to, env.send
+    store = env.store(label)
+    dumps = orjson.dumps
+    clock = {"now": store.get(WINDOW_STREAM_TIME) or -1, "next": first_end(store)}
+
+    def close() -> None:
+        cutoff = clock["now"] - grace  # windows that end at or before it are closed
+        done = []
+        with store.range("0", f"{cutoff + 1:0{WINDOW_WIDTH}d}") as it:
+            for window, state in it:
+                done.append(window)
+                if final:
+                    end, start, key = parse_window_key(window)
+                    try:
+                        out = result(state)
+                    except Exception as exc:
+                        raise OperatorError(label, exc) from exc
+                    emit(key, {"start": start, "end": end, "value": out}, end - 1)
+        store.delete_all(done)
+        clock["next"] = first_end(store)
+
+    def step(key: Any, value: Any, ts: int) -> None:
+        try:
+            t = ts if ts_of is None else ts_of(value)
+            if not isinstance(t, int) or not 0 <= t <= WINDOW_MAX_TIME:
+                raise ValueError(f"a record's time must be an int of ms in 0..{WINDOW_MAX_TIME}"
+                                 f", got {t!r}")
+        except Exception as exc:
+            raise OperatorError(label, exc) from exc
+        now = clock["now"]
+        if t > now:
+            clock["now"] = now = t
+            store.put(WINDOW_STREAM_TIME, t)
+        closed = now - grace  # windows ending at or before this are closed
+        start = t - t % step_ms
+        json_key = dumps(key).decode()
+        taken = False
+        while start > t - size:
+            end = start + size
+            if end <= closed:
+                break  # this window and every earlier one are closed
+            window = f"{end:0{WINDOW_WIDTH}d}|{start:0{WINDOW_WIDTH}d}|{json_key}"
+            state = store.get(window)
+            try:
+                state = add(init() if state is None else state, value)
+                out = result(state) if not final else None
+            except Exception as exc:
+                raise OperatorError(label, exc) from exc
+            store.put(window, state)
+            taken = True
+            if end < clock["next"]:
+                clock["next"] = end
+            if not final:
+                emit(key, {"start": start, "end": end, "value": out}, ts)
+            start -= step_ms
+        if not taken:
+            env.late(label)
+            if late_to is not None:
+                send(late_to, key, value, ts)
+        if clock["next"] <= closed:
+            close()
+    return step
+
+
 def chains(app: App, env: Env) -> dict[str, Step]:
     """One fused function per source topic (internal topics included); with ``process``
     operators, each runs under ``env.clock`` (stream time and event-time timers)."""
@@ -348,11 +442,23 @@ class _TaskEnv:
         self._context = context
         self.collector: MessageCollector | None = None
         self.clock = Clock()
+        self.late_records: dict[str, int] = {}
+        self._late_logged = -10.0
         job = context.config.job
         self.internal_topic = lambda name: internal_topic(job.name, job.id, name)
 
     def store(self, name: str) -> Any:
         return self._context.get_store(name)
+
+    def late(self, operator: str) -> None:
+        """Count a late record; log the counts at most every 10 s."""
+        self.late_records[operator] = self.late_records.get(operator, 0) + 1
+        now = monotonic()
+        if now - self._late_logged >= 10:
+            self._late_logged = now
+            log.warning("task %s: late records (after their windows closed) so far: %s",
+                        self._context.task_name,
+                        ", ".join(f"{op} {n}" for op, n in sorted(self.late_records.items())))
 
     def send(self, topic: str, key: Any, value: Any, timestamp: int) -> None:
         assert self.collector is not None

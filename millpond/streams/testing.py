@@ -51,6 +51,10 @@ class MemoryStore:
     def delete(self, key: Any) -> None:
         self.data.pop(key, None)
 
+    def delete_all(self, keys: Iterable[Any]) -> None:
+        for key in keys:
+            self.data.pop(key, None)
+
 
 class TestDriver:
     """Runs ``app`` in-process: ``pipe`` records in, ``read`` what it sent, ``state`` of
@@ -62,6 +66,7 @@ class TestDriver:
         self.app = app
         self.now = start_time  # processing time (ms): advance it with advance_time()
         self.clock = Clock(lambda: self.now)
+        self.late_records: dict[str, int] = {}  # window operator -> late records it dropped
         self._stores = {name: MemoryStore() for name in app.stores}
         for name, node in app.stores.items():
             if node.kind == "process":
@@ -89,6 +94,9 @@ class TestDriver:
 
     def internal_topic(self, name: str) -> str:
         return f"{name}-repartition"
+
+    def late(self, operator: str) -> None:
+        self.late_records[operator] = self.late_records.get(operator, 0) + 1
 
     # the test's side
     def pipe(self, topic: str, key: Any, value: Any, timestamp: int | None = None) -> None:

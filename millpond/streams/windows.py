@@ -1,0 +1,180 @@
+"""Time windows over a keyed stream: tumbling and hopping, any aggregation, final or current
+results, a grace period and a policy for late records.
+
+A window ``[start, end)`` of a key holds one aggregation state in the operator's store under
+``<end, 16 digits>|<start, 16 digits>|<key as JSON>``, so the store is ordered by window end:
+closing windows is one range scan from the start to the closing time, and a closed window
+leaves nothing behind. The operator's stream time (the largest timestamp it has seen) is kept
+in the same store (``~stream-time``, after every window), so a replay after a crash closes the
+same windows at the same records.
+
+A window closes when stream time reaches ``end + grace``; a record whose windows are all closed
+is late: counted, and dropped or sent to the ``late_to`` topic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from millpond.streams import aggregations as aggs
+from millpond.streams.aggregations import Aggregation
+from millpond.streams.errors import DataflowError
+
+if TYPE_CHECKING:
+    from millpond.streams.dataflow import Node, Stream
+
+STREAM_TIME = "~stream-time"  # sorts after every window key (digits)
+WIDTH = 16
+MAX_TIME = 10**WIDTH - 1
+
+
+@dataclass
+class WindowSpec:
+    """What a window operator does: its windows, aggregation, emit mode and late policy."""
+
+    kind: str  # tumbling, hopping
+    size: int
+    step: int
+    grace: int
+    timestamp: Callable[[Any], int] | None
+    late_to: str | None
+    aggregation: Aggregation | None = None
+    mode: str | None = None  # final, current (None until chosen)
+
+
+def window_key(end: int, start: int, key: Any) -> str:
+    """The store key of a key's window (ordered by end, then start)."""
+    return f"{end:0{WIDTH}d}|{start:0{WIDTH}d}|{orjson.dumps(key).decode()}"
+
+
+def first_end(store: Any) -> int:
+    """The earliest window end in ``store`` (past :data:`MAX_TIME` if it has no window)."""
+    with store.range("0", STREAM_TIME) as it:
+        for window, _ in it:
+            return int(window[:WIDTH])
+    return MAX_TIME + 1
+
+
+def parse_window_key(store_key: str) -> tuple[int, int, Any]:
+    """``(end, start, key)`` of a store key made by :func:`window_key`."""
+    end, start, key = store_key.split("|", 2)
+    return int(end), int(start), orjson.loads(key)
+
+
+def _positive(what: str, value: Any, zero_ok: bool = False) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < (0 if zero_ok else 1):
+        raise DataflowError(f"{what} must be an int of milliseconds {'>= 0' if zero_ok else '> 0'}"
+                            f", got {value!r}")
+    return value
+
+
+class WindowedStream:
+    """A stream cut into time windows: aggregate it (each method names the window's store),
+    then say when results go out with ``.final()`` or ``.current()``."""
+
+    def __init__(self, stream: Stream, spec: WindowSpec) -> None:
+        self._stream = stream
+        self._spec = spec
+
+    def aggregate(self, name: str, aggregation: Aggregation) -> WindowedAggregate:
+        """Fold each key's values in each window with ``aggregation``."""
+        spec = WindowSpec(**{**self._spec.__dict__, "aggregation": aggregation})
+        stream = self._stream._add("window", spec, name)
+        return WindowedAggregate(stream, spec, name)
+
+    def count(self, name: str) -> WindowedAggregate:
+        """How many values each key has in each window."""
+        return self.aggregate(name, aggs.count())
+
+    def sum(self, name: str, by: Callable[[Any], Any] = aggs._identity) -> WindowedAggregate:
+        """The sum of ``by(value)`` per key and window."""
+        return self.aggregate(name, aggs.total(by))
+
+    def min(self, name: str, by: Callable[[Any], Any] = aggs._identity) -> WindowedAggregate:
+        """The smallest ``by(value)`` per key and window."""
+        return self.aggregate(name, aggs.minimum(by))
+
+    def max(self, name: str, by: Callable[[Any], Any] = aggs._identity) -> WindowedAggregate:
+        """The largest ``by(value)`` per key and window."""
+        return self.aggregate(name, aggs.maximum(by))
+
+    def mean(self, name: str, by: Callable[[Any], Any] = aggs._identity) -> WindowedAggregate:
+        """The mean of ``by(value)`` per key and window."""
+        return self.aggregate(name, aggs.mean(by))
+
+    def reduce(self, name: str, fn: Callable[[Any, Any], Any]) -> WindowedAggregate:
+        """``fn(accumulated, value)`` per key and window, from the window's first value."""
+        return self.aggregate(name, aggs.reduce(fn))
+
+    def fold(self, name: str, init: Callable[[], Any],
+             add: Callable[[Any, Any], Any]) -> WindowedAggregate:
+        """``add(state, value)`` per key and window, from ``init()``."""
+        return self.aggregate(name, aggs.fold(init, add))
+
+    def collect(self, name: str, by: Callable[[Any], Any] = aggs._identity) -> WindowedAggregate:
+        """Every ``by(value)`` of each key's window, in arrival order."""
+        return self.aggregate(name, aggs.collect(by))
+
+    def agg(self, name: str, **named: Aggregation) -> WindowedAggregate:
+        """Several aggregations per key and window in one store (a dict of results)."""
+        if not named:
+            raise DataflowError(f"agg {name!r} needs at least one aggregation")
+        return self.aggregate(name, aggs.several(named))
+
+
+class WindowedAggregate:
+    """A windowed aggregation; ``final()`` or ``current()`` makes it a stream of results
+    ``{"start": ms, "end": ms, "value": result}`` under the record's key."""
+
+    def __init__(self, stream: Stream, spec: WindowSpec, name: str) -> None:
+        self._stream, self._spec, self._name = stream, spec, name
+
+    def _mode(self, mode: str) -> Stream:
+        if self._spec.mode is not None:
+            raise DataflowError(f"window {self._name!r}: .final() or .current(), once")
+        self._spec.mode = mode
+        return self._stream
+
+    def final(self) -> Stream:
+        """One result per key and window, when the window closes (stream time reaches its end
+        plus the grace period); its timestamp is the window's last millisecond. Under
+        ``exactly-once``, each appears once for a ``read_committed`` reader."""
+        return self._mode("final")
+
+    def current(self) -> Stream:
+        """The window's result after every record it takes (its timestamp: the record's)."""
+        return self._mode("current")
+
+
+def spec_of(node: Node) -> WindowSpec:
+    """The window spec of a window operator node, its emit mode chosen."""
+    spec: WindowSpec = node.fn
+    if spec.mode is None:
+        raise DataflowError(f"window {node.label!r}: say when its results go out: "
+                            ".final() (once per window, when it closes) or .current() (every "
+                            "update)")
+    return spec
+
+
+def tumbling(stream: Stream, size_ms: int, grace_ms: int,
+             timestamp: Callable[[Any], int] | None, late_to: str | None) -> WindowedStream:
+    size = _positive("a tumbling window's size", size_ms)
+    return WindowedStream(stream, WindowSpec("tumbling", size, size,
+                                             _positive("grace_ms", grace_ms, True),
+                                             timestamp, late_to))
+
+
+def hopping(stream: Stream, size_ms: int, step_ms: int, grace_ms: int,
+            timestamp: Callable[[Any], int] | None, late_to: str | None) -> WindowedStream:
+    size = _positive("a hopping window's size", size_ms)
+    step = _positive("a hopping window's step", step_ms)
+    if step > size:
+        raise DataflowError(f"a hopping window's step ({step} ms) must not exceed its size "
+                            f"({size} ms): records between windows would belong to none")
+    return WindowedStream(stream, WindowSpec("hopping", size, step,
+                                             _positive("grace_ms", grace_ms, True),
+                                             timestamp, late_to))

@@ -1,0 +1,124 @@
+"""Time windows in the test driver: tumbling and hopping, final and current results, grace,
+late records (dropped and counted, or sent to a topic), event time from the value, and a
+store that keeps nothing of closed windows. Edge cases: a record exactly on a boundary,
+equal timestamps, out of order within grace."""
+
+from __future__ import annotations
+
+import pytest
+
+from millpond.streams import App, DataflowError, OperatorError, TestDriver, count, total
+
+
+def _win(start: int, end: int, value: object) -> dict[str, object]:
+    return {"start": start, "end": end, "value": value}
+
+
+def test_tumbling_final_emits_each_window_once_when_stream_time_passes_its_end() -> None:
+    app = App()
+    app.source("views").tumbling_window(10).count("per-10").final().to("out")
+    driver = TestDriver(app)
+    driver.pipe_all("views", [("a", {}, 0), ("a", {}, 5), ("b", {}, 9), ("a", {}, 9)])
+    assert driver.read("out") == []  # stream time 9: [0, 10) still open
+    driver.pipe("views", "a", {}, 10)  # exactly on the boundary: the next window; closes [0, 10)
+    assert driver.read("out", timestamps=True) == [
+        ("a", _win(0, 10, 3), 9), ("b", _win(0, 10, 1), 9)]  # by key; the window's last ms
+    driver.pipe("views", "b", {}, 35)  # closes [10, 20); [20, 30) never had a record
+    assert driver.read("out") == [("a", _win(10, 20, 1))]
+    assert driver.state("per-10") == {"~stream-time": 35, '0000000000000040|0000000000000030|"b"': 1}
+
+
+def test_grace_keeps_a_window_open_for_out_of_order_records_then_they_are_late() -> None:
+    app = App()
+    (app.source("views").tumbling_window(10, grace_ms=5, late_to="late").sum("total")
+     .final().to("out"))
+    driver = TestDriver(app)
+    driver.pipe_all("views", [("k", 1, 8), ("k", 2, 12), ("k", 4, 9)])  # 9: within grace
+    assert driver.read("out") == []
+    driver.pipe("views", "k", 8, 15)  # stream time 15 = end 10 + grace 5: [0, 10) closes
+    assert driver.read("out") == [("k", _win(0, 10, 5))]
+    driver.pipe("views", "k", 16, 7)  # [0, 10) has closed: late
+    assert driver.read("late", timestamps=True) == [("k", 16, 7)]
+    assert driver.late_records == {"total": 1}
+    driver.pipe("views", "k", 0, 30)
+    assert driver.read("out") == [("k", _win(10, 20, 10))]  # 2 + 8; the late 16 is not in it
+
+
+def test_late_records_without_a_topic_are_dropped_and_counted() -> None:
+    app = App()
+    app.source("v").tumbling_window(10).count("c").final().to("out")
+    driver = TestDriver(app)
+    # stream time 20: [10, 20) has closed (grace 0) though it never had a record
+    driver.pipe_all("v", [("k", None, 20), ("k", None, 3), ("k", None, 19), ("k", None, 21)])
+    assert driver.late_records == {"c": 2}
+    assert driver.read("out") == []
+    assert driver.state("c")['0000000000000030|0000000000000020|"k"'] == 2
+
+
+def test_current_emits_every_update_and_closing_only_deletes() -> None:
+    app = App()
+    app.source("v").tumbling_window(10).count("c").current().to("out")
+    driver = TestDriver(app)
+    driver.pipe_all("v", [("k", None, 1), ("k", None, 2), ("j", None, 2), ("k", None, 11)])
+    assert driver.read("out", timestamps=True) == [
+        ("k", _win(0, 10, 1), 1), ("k", _win(0, 10, 2), 2), ("j", _win(0, 10, 1), 2),
+        ("k", _win(10, 20, 1), 11)]
+    assert set(driver.state("c")) == {"~stream-time", '0000000000000020|0000000000000010|"k"'}
+
+
+def test_hopping_windows_each_take_the_record() -> None:
+    app = App()
+    app.source("v").hopping_window(10, 5).count("c").final().to("out")
+    driver = TestDriver(app)
+    driver.pipe_all("v", [("k", None, 7), ("k", None, 7), ("k", None, 12), ("k", None, 40)])
+    # 7 is in [0, 10) and [5, 15); 12 in [5, 15) and [10, 20); windows close in end order
+    assert driver.read("out") == [("k", _win(0, 10, 2)), ("k", _win(5, 15, 3)),
+                                  ("k", _win(10, 20, 1))]
+
+
+def test_event_time_from_the_value_and_several_aggregations() -> None:
+    app = App()
+    (app.source("orders")
+     .tumbling_window(60_000, timestamp=lambda o: o["at"])
+     .agg("per-minute", n=count(), spent=total(lambda o: o["amount"])).final().to("out"))
+    driver = TestDriver(app)
+    driver.pipe("orders", "ann", {"at": 60_500, "amount": 3}, timestamp=1)
+    driver.pipe("orders", "ann", {"at": 119_999, "amount": 4}, timestamp=2)
+    driver.pipe("orders", "bob", {"at": 120_000, "amount": 1}, timestamp=3)
+    assert driver.read("out", timestamps=True) == [
+        ("ann", _win(60_000, 120_000, {"n": 2, "spent": 7}), 119_999)]
+
+
+def test_closed_windows_leave_no_state_behind() -> None:
+    app = App()
+    app.source("v").tumbling_window(100).count("c").final().to("out")
+    driver = TestDriver(app)
+    for i in range(20_000):  # 200 windows of 50 keys
+        driver.pipe("v", f"user-{i % 50}", None, i)
+    assert len(driver.state("c")) <= 51  # the open window's keys and the stream time
+    assert len(driver.read("out")) == 199 * 50
+
+
+def test_windows_are_declared_with_a_mode_and_sane_sizes() -> None:
+    app = App()
+    app.source("v").tumbling_window(10).count("c")  # no .final() / .current()
+    with pytest.raises(DataflowError, match=r"window 'c': say when its results go out"):
+        TestDriver(app)
+    with pytest.raises(DataflowError, match="step .20 ms. must not exceed its size"):
+        App().source("v").hopping_window(10, 20)
+    with pytest.raises(DataflowError, match="size must be an int of milliseconds > 0"):
+        App().source("v").tumbling_window(0)
+    twice = App().source("v").tumbling_window(10).count("c")
+    twice.final()
+    with pytest.raises(DataflowError, match="once"):
+        twice.current()
+
+
+def test_a_record_without_a_usable_time_names_the_operator() -> None:
+    app = App()
+    app.source("v").tumbling_window(10, timestamp=lambda v: v["t"]).count("c").final().to("o")
+    driver = TestDriver(app)
+    with pytest.raises(OperatorError, match=r"operator c raised KeyError"):
+        driver.pipe("v", "k", {})
+    with pytest.raises(OperatorError, match=r"time must be an int of ms"):
+        driver.pipe("v", "k", {"t": "soon"})
