@@ -36,7 +36,13 @@ def _what(node: Node, config: Config | None) -> str:
         store = config.stores.get(node.label) if config is not None else None
         changelog = f", changelog {store.changelog.topic}" if store and store.changelog else ""
         timers = f", timers in store {timers_store(node.label)}" if node.kind == "process" else ""
-        return f"{node.kind} {node.label} (store {node.label}{changelog}{timers})"
+        kind = node.kind
+        if kind == "window":
+            spec = node.fn
+            hop = f", every {spec.step} ms" if spec.kind == "hopping" else ""
+            kind = (f"{spec.kind} window of {spec.size} ms{hop}, grace {spec.grace} ms, "
+                    f"{spec.mode or 'no emit mode'}:")
+        return f"{kind} {node.label} (store {node.label}{changelog}{timers})"
     return node.label
 
 

@@ -122,3 +122,12 @@ def test_a_record_without_a_usable_time_names_the_operator() -> None:
         driver.pipe("v", "k", {})
     with pytest.raises(OperatorError, match=r"time must be an int of ms"):
         driver.pipe("v", "k", {"t": "soon"})
+
+
+def test_describe_names_the_window() -> None:
+    from millpond.streams import describe
+
+    app = App()
+    app.source("v").hopping_window(60_000, 10_000, grace_ms=5).count("c").current().to("o")
+    assert "-> hopping window of 60000 ms, every 10000 ms, grace 5 ms, current: c (store c)" \
+        in describe.text(app)
