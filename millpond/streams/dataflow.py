@@ -241,6 +241,15 @@ class Stream:
         return windows.hopping(self, size_ms, step_ms, grace_ms, timestamp,
                                self._late(late_to))
 
+    def session_window(self, gap_ms: int, *, grace_ms: int = 0,
+                       timestamp: Callable[[Any], int] | None = None,
+                       late_to: str | None = None) -> WindowedStream:
+        """Sessions per key: records less than ``gap_ms`` apart belong to one session
+        ``[start, end]`` (``end``: its last record's time), which closes when stream time
+        reaches ``end + gap_ms + grace_ms``; a record that bridges two sessions merges them.
+        Otherwise as :meth:`tumbling_window`."""
+        return windows.session(self, gap_ms, grace_ms, timestamp, self._late(late_to))
+
     def _late(self, topic: str | None) -> str | None:
         if topic is not None:
             self._app.sinks.add(topic)

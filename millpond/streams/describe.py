@@ -40,7 +40,9 @@ def _what(node: Node, config: Config | None) -> str:
         if kind == "window":
             spec = node.fn
             hop = f", every {spec.step} ms" if spec.kind == "hopping" else ""
-            kind = (f"{spec.kind} window of {spec.size} ms{hop}, grace {spec.grace} ms, "
+            size = (f"gap {spec.size} ms" if spec.kind == "session"
+                    else f"of {spec.size} ms{hop}")
+            kind = (f"{spec.kind} window {size}, grace {spec.grace} ms, "
                     f"{spec.mode or 'no emit mode'}:")
         return f"{kind} {node.label} (store {node.label}{changelog}{timers})"
     return node.label

@@ -14,8 +14,6 @@ from collections.abc import Callable
 from time import monotonic, time_ns
 from typing import Any, Protocol
 
-import orjson
-
 from millpond.api import (
     IncomingMessageEnvelope,
     MessageCollector,
@@ -28,10 +26,7 @@ from millpond.streams.aggregations import Aggregation
 from millpond.streams.dataflow import App, Node
 from millpond.streams.errors import OperatorError, TimerError
 from millpond.streams.timers import EVENT, NEVER, PROCESSING, Timer, Timers, timers_store
-from millpond.streams.windows import MAX_TIME as WINDOW_MAX_TIME
-from millpond.streams.windows import STREAM_TIME as WINDOW_STREAM_TIME
-from millpond.streams.windows import WIDTH as WINDOW_WIDTH
-from millpond.streams.windows import first_end, parse_window_key, spec_of
+from millpond.streams.window_ops import session_window, time_window
 
 # step(key, value, timestamp): one record through an operator and everything after it; the
 # timestamp (ms, the input record's) travels with it to outputs and internal topics.
@@ -188,7 +183,9 @@ def bind(node: Node, env: Env, timed: list[TimedOperator]) -> Step:
     elif kind == "process":
         return _process(node, env, emit, timed)
     elif kind == "window":
-        return _window(node, env, emit)
+        if node.fn.kind == "session":
+            return session_window(node, env, emit)
+        return time_window(node, env, emit)
     else:  # pragma: no cover - every kind above is the dataflow's
         raise AssertionError(f"unknown operator kind {kind}")
     return step
@@ -347,79 +344,6 @@ def _process(node: Node, env: Env, emit: Step, timed: list[TimedOperator]) -> St
             raise
         except Exception as exc:
             raise OperatorError(label, exc) from exc
-    return step
-
-
-def _window(node: Node, env: Env, emit: Step) -> Step:
-    """A window operator: each record updates its key's windows that are still open, then
-    the windows whose end plus grace stream time has reached are closed (one range scan)."""
-    label = node.label
-    spec = spec_of(node)
-    agg = spec.aggregation
-    assert agg is not None
-    init, add, result = agg.init, agg.add, agg.result
-    size, step_ms, grace, ts_of = spec.size, spec.step, spec.grace, spec.timestamp
-    final, late_to, send = spec.mode == "final", spec.late_to, env.send
-    store = env.store(label)
-    dumps = orjson.dumps
-    clock = {"now": store.get(WINDOW_STREAM_TIME) or -1, "next": first_end(store)}
-
-    def close() -> None:
-        cutoff = clock["now"] - grace  # windows that end at or before it are closed
-        done = []
-        with store.range("0", f"{cutoff + 1:0{WINDOW_WIDTH}d}") as it:
-            for window, state in it:
-                done.append(window)
-                if final:
-                    end, start, key = parse_window_key(window)
-                    try:
-                        out = result(state)
-                    except Exception as exc:
-                        raise OperatorError(label, exc) from exc
-                    emit(key, {"start": start, "end": end, "value": out}, end - 1)
-        store.delete_all(done)
-        clock["next"] = first_end(store)
-
-    def step(key: Any, value: Any, ts: int) -> None:
-        try:
-            t = ts if ts_of is None else ts_of(value)
-            if not isinstance(t, int) or not 0 <= t <= WINDOW_MAX_TIME:
-                raise ValueError(f"a record's time must be an int of ms in 0..{WINDOW_MAX_TIME}"
-                                 f", got {t!r}")
-        except Exception as exc:
-            raise OperatorError(label, exc) from exc
-        now = clock["now"]
-        if t > now:
-            clock["now"] = now = t
-            store.put(WINDOW_STREAM_TIME, t)
-        closed = now - grace  # windows ending at or before this are closed
-        start = t - t % step_ms
-        json_key = dumps(key).decode()
-        taken = False
-        while start > t - size:
-            end = start + size
-            if end <= closed:
-                break  # this window and every earlier one are closed
-            window = f"{end:0{WINDOW_WIDTH}d}|{start:0{WINDOW_WIDTH}d}|{json_key}"
-            state = store.get(window)
-            try:
-                state = add(init() if state is None else state, value)
-                out = result(state) if not final else None
-            except Exception as exc:
-                raise OperatorError(label, exc) from exc
-            store.put(window, state)
-            taken = True
-            if end < clock["next"]:
-                clock["next"] = end
-            if not final:
-                emit(key, {"start": start, "end": end, "value": out}, ts)
-            start -= step_ms
-        if not taken:
-            env.late(label)
-            if late_to is not None:
-                send(late_to, key, value, ts)
-        if clock["next"] <= closed:
-            close()
     return step
 
 

@@ -36,7 +36,7 @@ MAX_TIME = 10**WIDTH - 1
 class WindowSpec:
     """What a window operator does: its windows, aggregation, emit mode and late policy."""
 
-    kind: str  # tumbling, hopping
+    kind: str  # tumbling, hopping, session (size: the gap)
     size: int
     step: int
     grace: int
@@ -53,7 +53,7 @@ def window_key(end: int, start: int, key: Any) -> str:
 
 def first_end(store: Any) -> int:
     """The earliest window end in ``store`` (past :data:`MAX_TIME` if it has no window)."""
-    with store.range("0", STREAM_TIME) as it:
+    with store.range("0", ":") as it:  # window keys start with digits (':' follows '9')
         for window, _ in it:
             return int(window[:WIDTH])
     return MAX_TIME + 1
@@ -81,7 +81,12 @@ class WindowedStream:
         self._spec = spec
 
     def aggregate(self, name: str, aggregation: Aggregation) -> WindowedAggregate:
-        """Fold each key's values in each window with ``aggregation``."""
+        """Fold each key's values in each window with ``aggregation`` (over session windows
+        it needs a ``merge``: the built-in ones have one, ``fold`` takes one)."""
+        if self._spec.kind == "session" and aggregation.merge is None:
+            raise DataflowError(f"session window {name!r}: its aggregation needs a merge(a, b) "
+                                "of two states (a record can join two sessions): give fold "
+                                "a merge=, or use an aggregation that has one")
         spec = WindowSpec(**{**self._spec.__dict__, "aggregation": aggregation})
         stream = self._stream._add("window", spec, name)
         return WindowedAggregate(stream, spec, name)
@@ -164,6 +169,14 @@ def tumbling(stream: Stream, size_ms: int, grace_ms: int,
              timestamp: Callable[[Any], int] | None, late_to: str | None) -> WindowedStream:
     size = _positive("a tumbling window's size", size_ms)
     return WindowedStream(stream, WindowSpec("tumbling", size, size,
+                                             _positive("grace_ms", grace_ms, True),
+                                             timestamp, late_to))
+
+
+def session(stream: Stream, gap_ms: int, grace_ms: int,
+            timestamp: Callable[[Any], int] | None, late_to: str | None) -> WindowedStream:
+    gap = _positive("a session window's gap", gap_ms)
+    return WindowedStream(stream, WindowSpec("session", gap, gap,
                                              _positive("grace_ms", grace_ms, True),
                                              timestamp, late_to))
 

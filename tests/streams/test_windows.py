@@ -131,3 +131,66 @@ def test_describe_names_the_window() -> None:
     app.source("v").hopping_window(60_000, 10_000, grace_ms=5).count("c").current().to("o")
     assert "-> hopping window of 60000 ms, every 10000 ms, grace 5 ms, current: c (store c)" \
         in describe.text(app)
+
+
+def test_sessions_close_after_the_gap_and_a_bridging_record_merges_two() -> None:
+    app = App()
+    app.source("v").session_window(10, grace_ms=20, late_to="late").sum("s").final().to("out")
+    driver = TestDriver(app)
+    driver.pipe_all("v", [("k", 1, 100), ("k", 2, 105), ("k", 4, 120), ("j", 8, 112)])
+    # k: [100, 105] and [120, 120] (15 apart: two sessions); j: [112, 112]; none closed
+    # (stream time 120 < 105 + 10 + grace 20)
+    assert driver.read("out") == []
+    driver.pipe("v", "k", 16, 113)  # 8 from 105, 7 from 120: bridges and merges them
+    driver.pipe("v", "x", 0, 200)  # stream time 200: every session has closed
+    assert driver.read("out", timestamps=True) == [
+        ("j", {"start": 112, "end": 112, "value": 8}, 112),
+        ("k", {"start": 100, "end": 120, "value": 23}, 120)]
+    driver.pipe("v", "k", 32, 150)  # 150 + 10 + 20 <= 200: its session would have closed
+    assert driver.read("late") == [("k", 32)] and driver.late_records == {"s": 1}
+    assert driver.state("s") == {"~stream-time": 200, 'k|"x"': [[200, 200]],
+                                 '0000000000000210|0000000000000200|"x"': 0}
+
+
+def test_session_current_results_and_records_exactly_a_gap_apart() -> None:
+    app = App()
+    app.source("v").session_window(10).count("c").current().to("out")
+    driver = TestDriver(app)
+    driver.pipe_all("v", [("k", None, 0), ("k", None, 9), ("k", None, 19)])  # 10 apart: new
+    assert driver.read("out") == [
+        ("k", {"start": 0, "end": 0, "value": 1}), ("k", {"start": 0, "end": 9, "value": 2}),
+        ("k", {"start": 19, "end": 19, "value": 1})]
+
+
+def test_a_session_aggregation_must_merge() -> None:
+    from millpond.streams import fold
+
+    stream = App().source("v").session_window(10)
+    with pytest.raises(DataflowError, match="needs a merge"):
+        stream.aggregate("f", fold(list, lambda acc, v: [*acc, v]))
+    stream.aggregate("g", fold(list, lambda acc, v: [*acc, v], merge=lambda a, b: a + b))
+
+
+def test_sessions_in_any_order_within_grace_equal_the_sorted_sessionization() -> None:
+    import random
+
+    rng = random.Random(7)
+    records = [(f"k{rng.randrange(5)}", rng.randrange(10_000)) for _ in range(2_000)]
+    app = App()
+    app.source("v").session_window(40, grace_ms=1_000_000).count("c").final().to("out")
+    driver = TestDriver(app)
+    driver.pipe_all("v", [(key, None, t) for key, t in records])  # shuffled event times
+    driver.pipe("v", "end", None, 5_000_000)  # closes everything
+    expected = []
+    for key in sorted({k for k, _ in records}):
+        times = sorted(t for k, t in records if k == key)
+        start = prev = times[0]
+        n = 0
+        for t in times:
+            if t - prev >= 40:
+                expected.append((key, {"start": start, "end": prev, "value": n}))
+                start, n = t, 0
+            prev, n = t, n + 1
+        expected.append((key, {"start": start, "end": prev, "value": n}))
+    got = [(k, v) for k, v in driver.read("out") if k != "end"]
+    assert sorted(got, key=repr) == sorted(expected, key=repr)

@@ -1,0 +1,193 @@
+"""Running window operators: each record updates its key's open windows in the operator's
+store, then the windows stream time has closed are sent (``final``) and deleted, one range scan
+over the store's window keys (ordered by the time they close). The layout is
+:mod:`millpond.streams.windows`'.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from millpond.streams.dataflow import Node
+from millpond.streams.errors import OperatorError
+from millpond.streams.windows import (
+    MAX_TIME,
+    STREAM_TIME,
+    WIDTH,
+    first_end,
+    parse_window_key,
+    spec_of,
+)
+
+Step = Callable[[Any, Any, int], None]
+
+
+def _time_of(label: str, ts_of: Callable[[Any], int] | None, value: Any, ts: int) -> int:
+    try:
+        t = ts if ts_of is None else ts_of(value)
+        if not isinstance(t, int) or not 0 <= t <= MAX_TIME:
+            raise ValueError(f"a record's time must be an int of ms in 0..{MAX_TIME}, got {t!r}")
+    except Exception as exc:
+        raise OperatorError(label, exc) from exc
+    return t
+
+
+def time_window(node: Node, env: Any, emit: Step) -> Step:
+    """A tumbling or hopping window operator: each record updates its key's windows that are still open, then
+    the windows whose end plus grace stream time has reached are closed (one range scan)."""
+    label = node.label
+    spec = spec_of(node)
+    agg = spec.aggregation
+    assert agg is not None
+    init, add, result = agg.init, agg.add, agg.result
+    size, step_ms, grace, ts_of = spec.size, spec.step, spec.grace, spec.timestamp
+    final, late_to, send = spec.mode == "final", spec.late_to, env.send
+    store = env.store(label)
+    dumps = orjson.dumps
+    clock = {"now": store.get(STREAM_TIME) or -1, "next": first_end(store)}
+
+    def close() -> None:
+        cutoff = clock["now"] - grace  # windows that end at or before it are closed
+        done = []
+        with store.range("0", f"{cutoff + 1:0{WIDTH}d}") as it:
+            for window, state in it:
+                done.append(window)
+                if final:
+                    end, start, key = parse_window_key(window)
+                    try:
+                        out = result(state)
+                    except Exception as exc:
+                        raise OperatorError(label, exc) from exc
+                    emit(key, {"start": start, "end": end, "value": out}, end - 1)
+        store.delete_all(done)
+        clock["next"] = first_end(store)
+
+    def step(key: Any, value: Any, ts: int) -> None:
+        t = _time_of(label, ts_of, value, ts)
+        now = clock["now"]
+        if t > now:
+            clock["now"] = now = t
+            store.put(STREAM_TIME, t)
+        closed = now - grace  # windows ending at or before this are closed
+        start = t - t % step_ms
+        json_key = dumps(key).decode()
+        taken = False
+        while start > t - size:
+            end = start + size
+            if end <= closed:
+                break  # this window and every earlier one are closed
+            window = f"{end:0{WIDTH}d}|{start:0{WIDTH}d}|{json_key}"
+            state = store.get(window)
+            try:
+                state = add(init() if state is None else state, value)
+                out = result(state) if not final else None
+            except Exception as exc:
+                raise OperatorError(label, exc) from exc
+            store.put(window, state)
+            taken = True
+            if end < clock["next"]:
+                clock["next"] = end
+            if not final:
+                emit(key, {"start": start, "end": end, "value": out}, ts)
+            start -= step_ms
+        if not taken:
+            env.late(label)
+            if late_to is not None:
+                send(late_to, key, value, ts)
+        if clock["next"] <= closed:
+            close()
+    return step
+
+
+
+
+def session_window(node: Node, env: Any, emit: Step) -> Step:
+    """A session window operator. A key's session ``[start, end]`` spans records less than
+    ``gap`` apart (``end``: its last record's time) and closes when stream time reaches
+    ``end + gap + grace``; a record within ``gap`` of several sessions merges them (their
+    states with the aggregation's ``merge``). Window keys are ``<end + gap>|<start>|<key>``
+    (ordered by when they close); ``k|<key>`` lists the key's open sessions."""
+    label = node.label
+    spec = spec_of(node)
+    agg = spec.aggregation
+    assert agg is not None and agg.merge is not None
+    init, add, result, merge = agg.init, agg.add, agg.result, agg.merge
+    gap, grace, ts_of = spec.size, spec.grace, spec.timestamp
+    final, late_to, send = spec.mode == "final", spec.late_to, env.send
+    store = env.store(label)
+    dumps = orjson.dumps
+    clock = {"now": store.get(STREAM_TIME) or -1, "next": first_end(store)}
+
+    def wkey(start: int, end: int, json_key: str) -> str:
+        return f"{end + gap:0{WIDTH}d}|{start:0{WIDTH}d}|{json_key}"
+
+    def close() -> None:
+        cutoff = clock["now"] - grace
+        done: list[str] = []
+        index: dict[str, list[list[int]]] = {}
+        with store.range("0", f"{cutoff + 1:0{WIDTH}d}") as it:
+            rows = list(it)
+        for window, state in rows:
+            close_at, start, key = parse_window_key(window)
+            end = close_at - gap
+            json_key = window.split("|", 2)[2]
+            done.append(window)
+            sessions = index.get(json_key)
+            if sessions is None:
+                sessions = index[json_key] = store.get(f"k|{json_key}") or []
+            sessions.remove([start, end])
+            if final:
+                try:
+                    out = result(state)
+                except Exception as exc:
+                    raise OperatorError(label, exc) from exc
+                emit(key, {"start": start, "end": end, "value": out}, end)
+        store.delete_all(done)
+        for json_key, sessions in index.items():
+            if sessions:
+                store.put(f"k|{json_key}", sessions)
+            else:
+                store.delete(f"k|{json_key}")
+        clock["next"] = first_end(store)
+
+    def step(key: Any, value: Any, ts: int) -> None:
+        t = _time_of(label, ts_of, value, ts)
+        now = clock["now"]
+        if t > now:
+            clock["now"] = now = t
+            store.put(STREAM_TIME, t)
+        closed = now - grace
+        json_key = dumps(key).decode()
+        sessions: list[list[int]] = store.get(f"k|{json_key}") or []
+        joined = [s for s in sessions if s[0] - gap < t < s[1] + gap]
+        start = min([t, *(s[0] for s in joined)])
+        end = max([t, *(s[1] for s in joined)])
+        if not joined and end + gap <= closed:
+            env.late(label)
+            if late_to is not None:
+                send(late_to, key, value, ts)
+        else:
+            state = None
+            try:
+                for s in joined:
+                    old = wkey(s[0], s[1], json_key)
+                    part = store.get(old)
+                    store.delete(old)
+                    state = part if state is None else merge(state, part)
+                state = add(init() if state is None else state, value)
+                out = None if final else result(state)
+            except Exception as exc:
+                raise OperatorError(label, exc) from exc
+            store.put(wkey(start, end, json_key), state)
+            store.put(f"k|{json_key}",
+                      sorted([s for s in sessions if s not in joined] + [[start, end]]))
+            if end + gap < clock["next"]:
+                clock["next"] = end + gap
+            if not final:
+                emit(key, {"start": start, "end": end, "value": out}, ts)
+        if clock["next"] <= closed:
+            close()
+    return step
