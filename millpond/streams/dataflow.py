@@ -23,7 +23,7 @@ from millpond.streams.aggregations import Aggregation
 from millpond.streams.errors import DataflowError
 from millpond.streams.windows import WindowedStream
 
-STATEFUL = ("stateful_map", "aggregate", "process", "window")
+STATEFUL = ("stateful_map", "aggregate", "process", "window", "table")
 
 
 @dataclass(eq=False)
@@ -31,7 +31,8 @@ class Node:
     """One operator: its kind, name, function, and the operators fed by its output."""
 
     kind: str  # source, map, map_kv, filter, flat_map, peek, stateful_map, aggregate, process,
-    #            window, key_by, branch, route (a branch's output), merge, to
+    #            window, table (a topic kept in a store), join (a lookup in a table), key_by,
+    #            branch, route (a branch's output), merge, to
     label: str  # how errors name it: "map #2 of page-views" or the stateful operator's name
     fn: Any = None
     topic: str | None = None  # source and sink (None: a key_by's internal topic)
@@ -59,6 +60,14 @@ class App:
             node = self.sources[topic] = Node("source", f"source {topic}", topic=topic)
         return Stream(self, node)
 
+    def table(self, topic: str, name: str) -> Table:
+        """The latest value per key of ``topic`` (a changelog of a table, usually compacted:
+        a null value deletes the key), kept in store ``name``, for :meth:`Stream.join`.
+        Task N holds the keys of partition N, so the streams joined with it must be keyed
+        and partitioned like ``topic`` (millpond checks the partition counts are equal)."""
+        node = self.source(topic)._add("table", name=name)._node
+        return Table(name, node, topic)
+
     def _label(self, kind: str, topic: str) -> str:
         self._count += 1
         return f"{kind} #{self._count} (from {topic})"
@@ -79,6 +88,15 @@ class App:
                                 "operator or a key_by names its store or internal topic and "
                                 "must be unique (a process operator's timers take "
                                 "<name>-timers)")
+
+
+@dataclass(frozen=True)
+class Table:
+    """A topic kept as a table (the latest value per key) in the store ``name``."""
+
+    name: str
+    node: Node
+    topic: str
 
 
 class Stream:
@@ -218,6 +236,20 @@ class Stream:
         if not named:
             raise DataflowError(f"agg {name!r} needs at least one aggregation")
         return self.aggregate(name, aggs.several(named))
+
+    # ---- joins ----------------------------------------------------------------------------
+    def join(self, table: Table, fn: Callable[[Any, Any], Any], *, how: str = "inner"
+             ) -> Stream:
+        """Each record joined with ``table``'s current value for its key:
+        ``fn(value, table_value)``. ``how="inner"`` drops records whose key the table does
+        not have; ``"left"`` calls ``fn(value, None)`` for them. A lookup, not a windowed
+        join: the table's value is whatever its topic's records, read before this one by the
+        same task, made it."""
+        if not isinstance(table, Table) or table.node.kind != "table":
+            raise DataflowError("join: the first argument must be a table (app.table(...))")
+        if how not in ("inner", "left"):
+            raise DataflowError(f"join: how={how!r}; it is 'inner' or 'left'")
+        return self._add("join", (table.name, fn, how == "left"))
 
     # ---- windows --------------------------------------------------------------------------
     def tumbling_window(self, size_ms: int, *, grace_ms: int = 0,

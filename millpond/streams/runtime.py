@@ -180,6 +180,28 @@ def bind(node: Node, env: Env, timed: list[TimedOperator]) -> Step:
                 except Exception as exc:
                     raise OperatorError(f"to {topic} key", exc) from exc
                 send(topic, out_key, value, ts)
+    elif kind == "table":
+        store = env.store(label)
+
+        def step(key: Any, value: Any, ts: int) -> None:
+            if value is None:
+                store.delete(key)
+            else:
+                store.put(key, value)
+            emit(key, value, ts)
+    elif kind == "join":
+        table_name, joiner, left = fn
+        table = env.store(table_name)
+
+        def step(key: Any, value: Any, ts: int) -> None:
+            other = table.get(key)
+            if other is None and not left:
+                return
+            try:
+                out = joiner(value, other)
+            except Exception as exc:
+                raise OperatorError(label, exc) from exc
+            emit(key, out, ts)
     elif kind == "process":
         return _process(node, env, emit, timed)
     elif kind == "window":
