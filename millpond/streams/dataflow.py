@@ -282,6 +282,16 @@ class Stream:
         Otherwise as :meth:`tumbling_window`."""
         return windows.session(self, gap_ms, grace_ms, timestamp, self._late(late_to))
 
+    def tumbling_count_window(self, size: int) -> WindowedStream:
+        """Windows of each key's next ``size`` records (no time: nothing is late). A final
+        result goes out when a window has its ``size`` records; ``start`` and ``end`` are the
+        timestamps of its first and last record."""
+        return windows.count_window(self, size, size)
+
+    def hopping_count_window(self, size: int, step: int) -> WindowedStream:
+        """Windows of ``size`` records of a key, one starting every ``step`` records."""
+        return windows.count_window(self, size, step)
+
     def _late(self, topic: str | None) -> str | None:
         if topic is not None:
             self._app.sinks.add(topic)

@@ -41,6 +41,7 @@ def _what(node: Node, config: Config | None) -> str:
             spec = node.fn
             hop = f", every {spec.step} ms" if spec.kind == "hopping" else ""
             size = (f"gap {spec.size} ms" if spec.kind == "session"
+                    else f"of {spec.size} records, every {spec.step}" if spec.kind == "count"
                     else f"of {spec.size} ms{hop}")
             kind = (f"{spec.kind} window {size}, grace {spec.grace} ms, "
                     f"{spec.mode or 'no emit mode'}:")

@@ -26,7 +26,7 @@ from millpond.streams.aggregations import Aggregation
 from millpond.streams.dataflow import App, Node
 from millpond.streams.errors import OperatorError, TimerError
 from millpond.streams.timers import EVENT, NEVER, PROCESSING, Timer, Timers, timers_store
-from millpond.streams.window_ops import session_window, time_window
+from millpond.streams.window_ops import count_window, session_window, time_window
 
 # step(key, value, timestamp): one record through an operator and everything after it; the
 # timestamp (ms, the input record's) travels with it to outputs and internal topics.
@@ -207,6 +207,8 @@ def bind(node: Node, env: Env, timed: list[TimedOperator]) -> Step:
     elif kind == "window":
         if node.fn.kind == "session":
             return session_window(node, env, emit)
+        if node.fn.kind == "count":
+            return count_window(node, env, emit)
         return time_window(node, env, emit)
     else:  # pragma: no cover - every kind above is the dataflow's
         raise AssertionError(f"unknown operator kind {kind}")

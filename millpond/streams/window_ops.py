@@ -191,3 +191,47 @@ def session_window(node: Node, env: Any, emit: Step) -> Step:
         if clock["next"] <= closed:
             close()
     return step
+
+
+def count_window(node: Node, env: Any, emit: Step) -> Step:
+    """A count window operator: per key (its store key: the key as JSON), the index of its
+    next record and its open windows ``[first index, first timestamp, state]``; a window
+    that has ``size`` records is done (sent if ``final``) and dropped, and a key with no open
+    window at a step boundary is deleted, so a quiet key leaves nothing behind."""
+    label = node.label
+    spec = spec_of(node)
+    agg = spec.aggregation
+    assert agg is not None
+    init, add, result = agg.init, agg.add, agg.result
+    size, step_n, final = spec.size, spec.step, spec.mode == "final"
+    store = env.store(label)
+    dumps = orjson.dumps
+
+    def step(key: Any, value: Any, ts: int) -> None:
+        json_key = dumps(key).decode()
+        st = store.get(json_key) or {"i": 0, "w": []}
+        i, open_windows = st["i"], st["w"]
+        if i % step_n == 0:
+            open_windows.append([i, ts, init()])
+        kept = []
+        for window in open_windows:
+            first, first_ts, state = window
+            try:
+                state = add(state, value)
+                out = result(state) if not final or i - first + 1 == size else None
+            except Exception as exc:
+                raise OperatorError(label, exc) from exc
+            if final:
+                if i - first + 1 == size:
+                    emit(key, {"start": first_ts, "end": ts, "value": out}, ts)
+                    continue
+            else:
+                emit(key, {"start": first_ts, "end": ts, "value": out}, ts)
+                if i - first + 1 == size:
+                    continue
+            kept.append([first, first_ts, state])
+        if not kept and (i + 1) % step_n == 0:
+            store.delete(json_key)
+        else:
+            store.put(json_key, {"i": i + 1, "w": kept})
+    return step

@@ -36,7 +36,7 @@ MAX_TIME = 10**WIDTH - 1
 class WindowSpec:
     """What a window operator does: its windows, aggregation, emit mode and late policy."""
 
-    kind: str  # tumbling, hopping, session (size: the gap)
+    kind: str  # tumbling, hopping, session (size: the gap), count (size, step: records)
     size: int
     step: int
     grace: int
@@ -179,6 +179,15 @@ def session(stream: Stream, gap_ms: int, grace_ms: int,
     return WindowedStream(stream, WindowSpec("session", gap, gap,
                                              _positive("grace_ms", grace_ms, True),
                                              timestamp, late_to))
+
+
+def count_window(stream: Stream, size: int, step: int) -> WindowedStream:
+    n = _positive("a count window's size (records)", size)
+    m = _positive("a count window's step (records)", step)
+    if m > n:
+        raise DataflowError(f"a hopping count window's step ({m}) must not exceed its size "
+                            f"({n}): records between windows would belong to none")
+    return WindowedStream(stream, WindowSpec("count", n, m, 0, None, None))
 
 
 def hopping(stream: Stream, size_ms: int, step_ms: int, grace_ms: int,

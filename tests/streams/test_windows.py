@@ -194,3 +194,37 @@ def test_sessions_in_any_order_within_grace_equal_the_sorted_sessionization() ->
         expected.append((key, {"start": start, "end": prev, "value": n}))
     got = [(k, v) for k, v in driver.read("out") if k != "end"]
     assert sorted(got, key=repr) == sorted(expected, key=repr)
+
+
+def test_tumbling_count_windows_close_at_their_size_and_leave_nothing() -> None:
+    app = App()
+    app.source("v").tumbling_count_window(3).sum("s").final().to("out")
+    driver = TestDriver(app)
+    driver.pipe_all("v", [("k", i, 100 + i) for i in range(7)] + [("j", 5, 1)])
+    assert driver.read("out", timestamps=True) == [
+        ("k", {"start": 100, "end": 102, "value": 3}, 102),
+        ("k", {"start": 103, "end": 105, "value": 12}, 105)]
+    # (between windows a key was deleted: it counts again from 0)
+    assert driver.state("s") == {'"k"': {"i": 1, "w": [[0, 106, 6]]},
+                                 '"j"': {"i": 1, "w": [[0, 1, 5]]}}
+    driver.pipe_all("v", [("k", 1, 107), ("k", 1, 108)])
+    assert driver.read("out") == [("k", {"start": 106, "end": 108, "value": 8})]
+    assert '"k"' not in driver.state("s")  # a key between windows is deleted
+
+
+def test_hopping_count_windows_overlap_and_current_emits_each_update() -> None:
+    app = App()
+    app.source("v").hopping_count_window(4, 2).count("c").final().to("out")
+    driver = TestDriver(app)
+    driver.pipe_all("v", [("k", None, t) for t in range(8)])
+    # windows of records 0-3, 2-5, 4-7 (6-9 is open)
+    assert driver.read("out") == [("k", {"start": 0, "end": 3, "value": 4}),
+                                  ("k", {"start": 2, "end": 5, "value": 4}),
+                                  ("k", {"start": 4, "end": 7, "value": 4})]
+    current = App()
+    current.source("v").tumbling_count_window(2).count("c").current().to("out")
+    driver = TestDriver(current)
+    driver.pipe_all("v", [("k", None, t) for t in range(3)])
+    assert [v["value"] for _, v in driver.read("out")] == [1, 2, 1]
+    with pytest.raises(DataflowError, match="step .3. must not exceed its size .2."):
+        App().source("v").hopping_count_window(2, 3)
