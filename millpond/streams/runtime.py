@@ -61,10 +61,21 @@ def _none(key: Any, value: Any, ts: int) -> None:
     return None
 
 
-def bind(node: Node, env: Env, timed: list[TimedOperator]) -> Step:
+def bind(node: Node, env: Env, timed: list[TimedOperator],
+         memo: dict[int, Step] | None = None) -> Step:
     """The function that runs ``node`` and everything downstream of it for one record (a
-    ``process`` operator adds itself to ``timed``, for its timers)."""
-    kids = [bind(child, env, timed) for child in node.children]
+    ``process`` operator adds itself to ``timed``, for its timers). An operator several
+    streams feed (after a ``merge``) is bound once (``memo``), so its state in memory, e.g.
+    a window's stream time, is one."""
+    memo = {} if memo is None else memo
+    step = memo.get(id(node))
+    if step is None:
+        step = memo[id(node)] = _bind(node, env, timed, memo)
+    return step
+
+
+def _bind(node: Node, env: Env, timed: list[TimedOperator], memo: dict[int, Step]) -> Step:
+    kids = [bind(child, env, timed, memo) for child in node.children]
     if not kids:
         emit: Step = _none
     elif len(kids) == 1:
@@ -375,9 +386,10 @@ def chains(app: App, env: Env) -> dict[str, Step]:
     """One fused function per source topic (internal topics included); with ``process``
     operators, each runs under ``env.clock`` (stream time and event-time timers)."""
     timed: list[TimedOperator] = []
-    out = {topic: bind(node, env, timed) for topic, node in app.sources.items()}
+    memo: dict[int, Step] = {}
+    out = {topic: bind(node, env, timed, memo) for topic, node in app.sources.items()}
     for name, node in app.repartitions.items():
-        out[env.internal_topic(name)] = bind(node, env, timed)
+        out[env.internal_topic(name)] = bind(node, env, timed, memo)
     if timed:
         out = {topic: env.clock.wrap(step) for topic, step in out.items()}
     return out

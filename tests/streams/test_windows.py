@@ -228,3 +228,14 @@ def test_hopping_count_windows_overlap_and_current_emits_each_update() -> None:
     assert [v["value"] for _, v in driver.read("out")] == [1, 2, 1]
     with pytest.raises(DataflowError, match="step .3. must not exceed its size .2."):
         App().source("v").hopping_count_window(2, 3)
+
+
+def test_a_window_fed_by_two_merged_streams_has_one_stream_time() -> None:
+    app = App()
+    a, b = app.source("a"), app.source("b")
+    a.merge(b).tumbling_window(10).count("c").final().to("out")
+    driver = TestDriver(app)
+    driver.pipe("a", "k", None, 25)  # stream time 25 (from a): [0, 10) and [10, 20) closed
+    driver.pipe("b", "k", None, 5)  # from b: late, whichever stream it came by
+    assert driver.late_records == {"c": 1}
+    assert driver.state("c")["~stream-time"] == 25
