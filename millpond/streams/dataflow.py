@@ -23,7 +23,7 @@ from millpond.streams.aggregations import Aggregation
 from millpond.streams.errors import DataflowError
 from millpond.streams.windows import WindowedStream
 
-STATEFUL = ("stateful_map", "aggregate", "process", "window", "table")
+STATEFUL = ("stateful_map", "aggregate", "process", "window", "table", "window_join")
 
 
 @dataclass(eq=False)
@@ -31,7 +31,8 @@ class Node:
     """One operator: its kind, name, function, and the operators fed by its output."""
 
     kind: str  # source, map, map_kv, filter, flat_map, peek, stateful_map, aggregate, process,
-    #            window, table (a topic kept in a store), join (a lookup in a table), key_by,
+    #            window, table (a topic kept in a store), join (a lookup in a table),
+    #            window_join (its left side; "window_join_right": its right side), key_by,
     #            branch, route (a branch's output), merge, to
     label: str  # how errors name it: "map #2 of page-views" or the stateful operator's name
     fn: Any = None
@@ -51,6 +52,7 @@ class App:
         # key_by name -> the source node of the records it re-keyed (its internal topic)
         self.repartitions: dict[str, Node] = {}
         self.sinks: set[str] = set()
+        self.join_sides: dict[str, Node] = {}  # window_join name -> its right side's node
         self._count = 0
 
     def source(self, topic: str) -> Stream:
@@ -250,6 +252,30 @@ class Stream:
         if how not in ("inner", "left"):
             raise DataflowError(f"join: how={how!r}; it is 'inner' or 'left'")
         return self._add("join", (table.name, fn, how == "left"))
+
+    def window_join(self, name: str, other: Stream, within_ms: int,
+                    fn: Callable[[Any, Any], Any], *, how: str = "inner", grace_ms: int = 0,
+                    timestamp: Callable[[Any], int] | None = None,
+                    late_to: str | None = None) -> Stream:
+        """Join this stream's records (left) with ``other``'s (right) of the same key whose
+        event times differ by at most ``within_ms``: ``fn(left, right)`` for each pair, once,
+        when the second of the two comes (its timestamp: the later one's). ``how="left"``
+        also sends ``fn(left, None)`` for a left record that found no match by the time it
+        expires (stream time past its time + ``within_ms`` + ``grace_ms``), ``"outer"``
+        ``fn(None, right)`` for such right records too. Both sides wait in store ``name``;
+        records that come after their window expired are late (counted, dropped or sent to
+        ``late_to``). The streams must be keyed and partitioned alike."""
+        if not isinstance(other, Stream) or other._app is not self._app:
+            raise DataflowError(f"window_join {name!r}: other must be a stream of the same App")
+        spec = windows.window_join(within_ms, grace_ms, fn, how, timestamp,
+                                   self._late(late_to))
+        out = self._add("window_join", spec, name)
+        right = Node("window_join_right", f"{name} (right side)", fn=spec, name=name)
+        right.children = out._node.children  # both sides feed what follows the join
+        other._node.children.append(right)
+        out._node.fn = spec
+        self._app.join_sides[name] = right
+        return out
 
     # ---- windows --------------------------------------------------------------------------
     def tumbling_window(self, size_ms: int, *, grace_ms: int = 0,

@@ -26,7 +26,7 @@ from millpond.streams.aggregations import Aggregation
 from millpond.streams.dataflow import App, Node
 from millpond.streams.errors import OperatorError, TimerError
 from millpond.streams.timers import EVENT, NEVER, PROCESSING, Timer, Timers, timers_store
-from millpond.streams.window_ops import count_window, session_window, time_window
+from millpond.streams.window_ops import count_window, session_window, time_window, window_join
 
 # step(key, value, timestamp): one record through an operator and everything after it; the
 # timestamp (ms, the input record's) travels with it to outputs and internal topics.
@@ -62,7 +62,7 @@ def _none(key: Any, value: Any, ts: int) -> None:
 
 
 def bind(node: Node, env: Env, timed: list[TimedOperator],
-         memo: dict[int, Step] | None = None) -> Step:
+         memo: dict[int, Any] | None = None) -> Step:
     """The function that runs ``node`` and everything downstream of it for one record (a
     ``process`` operator adds itself to ``timed``, for its timers). An operator several
     streams feed (after a ``merge``) is bound once (``memo``), so its state in memory, e.g.
@@ -74,7 +74,7 @@ def bind(node: Node, env: Env, timed: list[TimedOperator],
     return step
 
 
-def _bind(node: Node, env: Env, timed: list[TimedOperator], memo: dict[int, Step]) -> Step:
+def _bind(node: Node, env: Env, timed: list[TimedOperator], memo: dict[int, Any]) -> Step:
     kids = [bind(child, env, timed, memo) for child in node.children]
     if not kids:
         emit: Step = _none
@@ -215,6 +215,8 @@ def _bind(node: Node, env: Env, timed: list[TimedOperator], memo: dict[int, Step
             emit(key, out, ts)
     elif kind == "process":
         return _process(node, env, emit, timed)
+    elif kind in ("window_join", "window_join_right"):
+        return window_join(node, env, emit, memo)
     elif kind == "window":
         if node.fn.kind == "session":
             return session_window(node, env, emit)
@@ -386,7 +388,7 @@ def chains(app: App, env: Env) -> dict[str, Step]:
     """One fused function per source topic (internal topics included); with ``process``
     operators, each runs under ``env.clock`` (stream time and event-time timers)."""
     timed: list[TimedOperator] = []
-    memo: dict[int, Step] = {}
+    memo: dict[int, Any] = {}  # node (or shared operator state) -> what it was bound to
     out = {topic: bind(node, env, timed, memo) for topic, node in app.sources.items()}
     for name, node in app.repartitions.items():
         out[env.internal_topic(name)] = bind(node, env, timed, memo)

@@ -235,3 +235,100 @@ def count_window(node: Node, env: Any, emit: Step) -> Step:
         else:
             store.put(json_key, {"i": i + 1, "w": kept})
     return step
+
+
+class _JoinState:
+    """What both sides of a window join share: the store, its stream time and sequence, the
+    earliest buffered record's time."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self.now: int = store.get(STREAM_TIME) or -1
+        self.seq: int = store.get(JOIN_SEQ) or 0
+        self.next = self.first()
+
+    def first(self) -> int:
+        with self.store.range("x|", "x}") as it:
+            for expiry, _ in it:
+                return int(expiry[2:2 + WIDTH])
+        return MAX_TIME + 1
+
+
+JOIN_SEQ = "~seq"
+
+
+def window_join(node: Node, env: Any, emit: Step, shared: dict[int, Any]) -> Step:
+    """One side of a window join (``node.kind``: ``window_join`` is the left side,
+    ``window_join_right`` the right). Each record waits in the store under
+    ``<key as JSON>|<L or R>|<time>|<seq>`` (``{"v": value, "m": matched}``), indexed for
+    expiry by ``x|<time>|<side>|<seq>``; a record joins the other side's records of its key
+    within ``within`` of its time (one range scan), and records expire (sent unmatched for
+    left and outer joins) when stream time passes their time + within + grace."""
+    spec = node.fn
+    name = node.name or node.label
+    side, other = ("L", "R") if node.kind == "window_join" else ("R", "L")
+    state = shared.get(id(spec))
+    if state is None:
+        state = shared[id(spec)] = _JoinState(env.store(name))
+    store, within, grace, fn, ts_of = state.store, spec.within, spec.grace, spec.fn, spec.timestamp
+    keep_left = spec.how in ("left", "outer")
+    keep_right = spec.how == "outer"
+    late_to, send = spec.late_to, env.send
+    dumps = orjson.dumps
+
+    def joined(left: Any, right: Any) -> Any:
+        try:
+            return fn(left, right)
+        except Exception as exc:
+            raise OperatorError(name, exc) from exc
+
+    def expire() -> None:
+        cut = state.now - within - grace  # records before it can no longer match
+        with store.range("x|", f"x|{cut:0{WIDTH}d}") as it:
+            rows = list(it)
+        gone = []
+        for expiry, json_key in rows:
+            _, t, rec_side, seq = expiry.split("|")
+            record = f"{json_key}|{rec_side}|{t}|{seq}"
+            held = store.get(record)
+            gone += [expiry, record]
+            if held is None or held["m"]:
+                continue
+            if rec_side == "L" and keep_left:
+                emit(orjson.loads(json_key), joined(held["v"], None), int(t))
+            elif rec_side == "R" and keep_right:
+                emit(orjson.loads(json_key), joined(None, held["v"]), int(t))
+        store.delete_all(gone)
+        state.next = state.first()
+
+    def step(key: Any, value: Any, ts: int) -> None:
+        t = _time_of(name, ts_of, value, ts)
+        if t > state.now:
+            state.now = t
+            store.put(STREAM_TIME, t)
+        if t + within + grace < state.now:
+            env.late(name)
+            if late_to is not None:
+                send(late_to, key, value, ts)
+            return
+        json_key = dumps(key).decode()
+        lo, hi = max(0, t - within), t + within + 1
+        with store.range(f"{json_key}|{other}|{lo:0{WIDTH}d}",
+                         f"{json_key}|{other}|{hi:0{WIDTH}d}") as it:
+            matches = list(it)
+        for record, held in matches:
+            t_other = int(record.rsplit("|", 2)[1])
+            pair = joined(value, held["v"]) if side == "L" else joined(held["v"], value)
+            emit(key, pair, max(t, t_other))
+            if not held["m"]:
+                store.put(record, {"v": held["v"], "m": True})
+        state.seq += 1
+        store.put(JOIN_SEQ, state.seq)
+        stamp = f"{t:0{WIDTH}d}|{state.seq:0{WIDTH}d}"
+        store.put(f"{json_key}|{side}|{stamp}", {"v": value, "m": bool(matches)})
+        store.put(f"x|{t:0{WIDTH}d}|{side}|{state.seq:0{WIDTH}d}", json_key)
+        if t < state.next:
+            state.next = t
+        if state.next < state.now - within - grace:
+            expire()
+    return step

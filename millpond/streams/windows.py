@@ -200,3 +200,27 @@ def hopping(stream: Stream, size_ms: int, step_ms: int, grace_ms: int,
     return WindowedStream(stream, WindowSpec("hopping", size, step,
                                              _positive("grace_ms", grace_ms, True),
                                              timestamp, late_to))
+
+
+@dataclass(eq=False)
+class JoinSpec:
+    """A windowed stream-stream join: records of the two sides with the same key whose times
+    differ by at most ``within`` are joined by ``fn(left, right)``; each side's records wait
+    in the store for ``within + grace`` of stream time."""
+
+    within: int
+    grace: int
+    fn: Callable[[Any, Any], Any]
+    how: str  # inner, left, outer
+    timestamp: Callable[[Any], int] | None
+    late_to: str | None
+
+
+def window_join(within_ms: int, grace_ms: int, fn: Callable[[Any, Any], Any], how: str,
+                timestamp: Callable[[Any], int] | None, late_to: str | None) -> JoinSpec:
+    if how not in ("inner", "left", "outer"):
+        raise DataflowError(f"window_join: how={how!r}; it is 'inner', 'left' or 'outer'")
+    if not callable(fn):
+        raise DataflowError("window_join: fn must be a function of (left, right)")
+    return JoinSpec(_positive("within_ms", within_ms, True),
+                    _positive("grace_ms", grace_ms, True), fn, how, timestamp, late_to)

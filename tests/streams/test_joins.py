@@ -49,3 +49,68 @@ def test_a_join_needs_a_table_and_a_known_kind() -> None:
         app.source("s").join("t", lambda v, t: v)  # type: ignore[arg-type]
     with pytest.raises(DataflowError, match="two operators are named 'tab'"):
         app.table("u", "tab")
+
+
+def _ad_join(how: str, within: int = 10, grace: int = 0) -> App:
+    app = App()
+    impressions, clicks = app.source("impressions"), app.source("clicks")
+    (impressions.window_join("ad-join", clicks, within,
+                             lambda imp, click: [imp, click], how=how, grace_ms=grace,
+                             late_to="late")
+     .to("out"))
+    return app
+
+
+def test_a_window_join_pairs_records_within_the_window_once() -> None:
+    driver = TestDriver(_ad_join("inner"))
+    driver.pipe("impressions", "ad1", "i1", 100)
+    driver.pipe("clicks", "ad1", "c1", 105)  # 5 after: joins
+    driver.pipe("clicks", "ad1", "c2", 110)  # 10 after: joins (within is inclusive)
+    driver.pipe("clicks", "ad1", "c3", 111)  # 11 after: no
+    driver.pipe("impressions", "ad1", "i2", 101)  # out of order: joins c1, c2, c3 (all within 10)
+    driver.pipe("clicks", "ad2", "c4", 104)  # another key: nothing
+    assert driver.read("out", timestamps=True) == [
+        ("ad1", ["i1", "c1"], 105), ("ad1", ["i1", "c2"], 110),
+        ("ad1", ["i2", "c1"], 105), ("ad1", ["i2", "c2"], 110), ("ad1", ["i2", "c3"], 111)]
+
+
+def test_left_and_outer_joins_send_the_unmatched_when_they_expire() -> None:
+    for how, unmatched in [("inner", []), ("left", [("a", ["i-alone", None], 100)]),
+                           ("outer", [("a", ["i-alone", None], 100),
+                                      ("b", [None, "c-alone"], 103)])]:
+        driver = TestDriver(_ad_join(how, within=10, grace=5))
+        driver.pipe("impressions", "a", "i-alone", 100)
+        driver.pipe("clicks", "b", "c-alone", 103)
+        driver.pipe("impressions", "m", "i", 104)
+        driver.pipe("clicks", "m", "c", 106)  # matched: never sent as unmatched
+        assert driver.read("out") == [("m", ["i", "c"])]
+        driver.pipe("clicks", "z", "later", 115)  # 100 + 10 + 5 = 115: not yet expired
+        assert driver.read("out") == []
+        driver.pipe("clicks", "z", "later", 125)  # stream time 125: 100..109 expired
+        assert driver.read("out", timestamps=True) == unmatched, how
+        driver.pipe("impressions", "a", "too-late", 109)  # 109 + 15 < 125: late
+        assert driver.read("late") == [("a", "too-late")]
+        assert driver.late_records == {"ad-join": 1}
+        buffered = {k for k in driver.state("ad-join") if not k.startswith("~")}
+        assert all("|0000000000000115|" in k or "|0000000000000125|" in k for k in buffered)
+
+
+def test_a_window_join_in_any_order_within_grace_equals_the_brute_force_pairs() -> None:
+    import random
+
+    rng = random.Random(3)
+    left = [(f"k{rng.randrange(4)}", f"l{i}", rng.randrange(2_000)) for i in range(300)]
+    right = [(f"k{rng.randrange(4)}", f"r{i}", rng.randrange(2_000)) for i in range(300)]
+    feed = [("impressions", r) for r in left] + [("clicks", r) for r in right]
+    rng.shuffle(feed)
+    driver = TestDriver(_ad_join("outer", within=25, grace=10_000))
+    for topic, (key, value, t) in feed:
+        driver.pipe(topic, key, value, t)
+    driver.pipe("clicks", "end", "end", 1_000_000)  # expires everything
+    pairs = [(k, lv, rv) for k, lv, lt in left for k2, rv, rt in right
+             if k == k2 and abs(lt - rt) <= 25]
+    matched = {lv for _, lv, _ in pairs} | {rv for _, _, rv in pairs}
+    expected = sorted([(k, [lv, rv]) for k, lv, rv in pairs]
+                      + [(k, [v, None]) for k, v, _ in left if v not in matched]
+                      + [(k, [None, v]) for k, v, _ in right if v not in matched], key=repr)
+    assert sorted(driver.read("out"), key=repr) == expected
