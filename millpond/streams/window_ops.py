@@ -238,19 +238,20 @@ def count_window(node: Node, env: Any, emit: Step) -> Step:
 
 
 class _JoinState:
-    """What both sides of a window join share: the store, its stream time and sequence, the
-    earliest buffered record's time."""
+    """What both sides of a window join share: the store, each side's stream time, the
+    sequence, and the earliest buffered time of each side."""
 
     def __init__(self, store: Any) -> None:
         self.store = store
-        self.now: int = store.get(STREAM_TIME) or -1
+        self.now: dict[str, int] = {side: store.get(f"{STREAM_TIME}|{side}") or -1
+                                    for side in "LR"}
         self.seq: int = store.get(JOIN_SEQ) or 0
-        self.next = self.first()
+        self.next = {side: self.first(side) for side in "LR"}
 
-    def first(self) -> int:
-        with self.store.range("x|", "x}") as it:
+    def first(self, side: str) -> int:
+        with self.store.range(f"x|{side}|", f"x|{side}}}") as it:
             for expiry, _ in it:
-                return int(expiry[2:2 + WIDTH])
+                return int(expiry[4:4 + WIDTH])
         return MAX_TIME + 1
 
 
@@ -261,9 +262,15 @@ def window_join(node: Node, env: Any, emit: Step, shared: dict[int, Any]) -> Ste
     """One side of a window join (``node.kind``: ``window_join`` is the left side,
     ``window_join_right`` the right). Each record waits in the store under
     ``<key as JSON>|<L or R>|<time>|<seq>`` (``{"v": value, "m": matched}``), indexed for
-    expiry by ``x|<time>|<side>|<seq>``; a record joins the other side's records of its key
-    within ``within`` of its time (one range scan), and records expire (sent unmatched for
-    left and outer joins) when stream time passes their time + within + grace."""
+    expiry by ``x|<side>|<time>|<seq>``; a record joins the other side's records of its key
+    within ``within`` of its time (one range scan).
+
+    Each side has its own stream time, so the result does not depend on how the two inputs
+    interleave (as long as each is out of order by at most ``grace``): a side's records
+    expire (sent unmatched for left and outer joins) when the *other* side's stream time
+    passes their time + within + grace, as no record still to come from it can match them;
+    a record more than ``grace`` behind its own side's stream time is late (its partners may
+    have expired)."""
     spec = node.fn
     name = node.name or node.label
     side, other = ("L", "R") if node.kind == "window_join" else ("R", "L")
@@ -271,10 +278,10 @@ def window_join(node: Node, env: Any, emit: Step, shared: dict[int, Any]) -> Ste
     if state is None:
         state = shared[id(spec)] = _JoinState(env.store(name))
     store, within, grace, fn, ts_of = state.store, spec.within, spec.grace, spec.fn, spec.timestamp
-    keep_left = spec.how in ("left", "outer")
-    keep_right = spec.how == "outer"
+    unmatched_sent = spec.how in ("left", "outer") if other == "L" else spec.how == "outer"
     late_to, send = spec.late_to, env.send
     dumps = orjson.dumps
+    now = state.now
 
     def joined(left: Any, right: Any) -> Any:
         try:
@@ -282,31 +289,29 @@ def window_join(node: Node, env: Any, emit: Step, shared: dict[int, Any]) -> Ste
         except Exception as exc:
             raise OperatorError(name, exc) from exc
 
-    def expire() -> None:
-        cut = state.now - within - grace  # records before it can no longer match
-        with store.range("x|", f"x|{cut:0{WIDTH}d}") as it:
+    def expire_other() -> None:
+        cut = now[side] - within - grace  # the other side's records before it cannot match
+        with store.range(f"x|{other}|", f"x|{other}|{cut:0{WIDTH}d}") as it:
             rows = list(it)
         gone = []
         for expiry, json_key in rows:
-            _, t, rec_side, seq = expiry.split("|")
-            record = f"{json_key}|{rec_side}|{t}|{seq}"
+            _, _, t, seq = expiry.split("|")
+            record = f"{json_key}|{other}|{t}|{seq}"
             held = store.get(record)
             gone += [expiry, record]
-            if held is None or held["m"]:
+            if held is None or held["m"] or not unmatched_sent:
                 continue
-            if rec_side == "L" and keep_left:
-                emit(orjson.loads(json_key), joined(held["v"], None), int(t))
-            elif rec_side == "R" and keep_right:
-                emit(orjson.loads(json_key), joined(None, held["v"]), int(t))
+            pair = joined(held["v"], None) if other == "L" else joined(None, held["v"])
+            emit(orjson.loads(json_key), pair, int(t))
         store.delete_all(gone)
-        state.next = state.first()
+        state.next[other] = state.first(other)
 
     def step(key: Any, value: Any, ts: int) -> None:
         t = _time_of(name, ts_of, value, ts)
-        if t > state.now:
-            state.now = t
-            store.put(STREAM_TIME, t)
-        if t + within + grace < state.now:
+        if t > now[side]:
+            now[side] = t
+            store.put(f"{STREAM_TIME}|{side}", t)
+        elif t + grace < now[side]:
             env.late(name)
             if late_to is not None:
                 send(late_to, key, value, ts)
@@ -322,13 +327,16 @@ def window_join(node: Node, env: Any, emit: Step, shared: dict[int, Any]) -> Ste
             emit(key, pair, max(t, t_other))
             if not held["m"]:
                 store.put(record, {"v": held["v"], "m": True})
-        state.seq += 1
-        store.put(JOIN_SEQ, state.seq)
-        stamp = f"{t:0{WIDTH}d}|{state.seq:0{WIDTH}d}"
-        store.put(f"{json_key}|{side}|{stamp}", {"v": value, "m": bool(matches)})
-        store.put(f"x|{t:0{WIDTH}d}|{side}|{state.seq:0{WIDTH}d}", json_key)
-        if t < state.next:
-            state.next = t
-        if state.next < state.now - within - grace:
-            expire()
+        if t + within + grace >= now[other]:  # else nothing still to come can match it
+            state.seq += 1
+            store.put(JOIN_SEQ, state.seq)
+            stamp = f"{t:0{WIDTH}d}|{state.seq:0{WIDTH}d}"
+            store.put(f"{json_key}|{side}|{stamp}", {"v": value, "m": bool(matches)})
+            store.put(f"x|{side}|{stamp}", json_key)
+            state.next[side] = min(state.next[side], t)
+        elif not matches and (spec.how == "outer" or (side == "L" and spec.how == "left")):
+            pair = joined(value, None) if side == "L" else joined(None, value)
+            emit(key, pair, t)
+        if state.next[other] < now[side] - within - grace:
+            expire_other()
     return step

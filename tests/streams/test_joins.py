@@ -84,15 +84,22 @@ def test_left_and_outer_joins_send_the_unmatched_when_they_expire() -> None:
         driver.pipe("impressions", "m", "i", 104)
         driver.pipe("clicks", "m", "c", 106)  # matched: never sent as unmatched
         assert driver.read("out") == [("m", ["i", "c"])]
-        driver.pipe("clicks", "z", "later", 115)  # 100 + 10 + 5 = 115: not yet expired
+        # an impression expires when the *clicks'* stream time passes its time + 10 + 5
+        driver.pipe("clicks", "z", "later", 115)
         assert driver.read("out") == []
-        driver.pipe("clicks", "z", "later", 125)  # stream time 125: 100..109 expired
-        assert driver.read("out", timestamps=True) == unmatched, how
-        driver.pipe("impressions", "a", "too-late", 109)  # 109 + 15 < 125: late
+        driver.pipe("clicks", "z", "later", 125)
+        assert driver.read("out", timestamps=True) == unmatched[:1], how
+        # and a click when the impressions' does
+        driver.pipe("impressions", "y", "i-later", 119)
+        assert driver.read("out", timestamps=True) == unmatched[1:], how
+        driver.pipe("impressions", "a", "too-late", 113)  # 113 + grace 5 < 119: late
         assert driver.read("late") == [("a", "too-late")]
         assert driver.late_records == {"ad-join": 1}
-        buffered = {k for k in driver.state("ad-join") if not k.startswith("~")}
-        assert all("|0000000000000115|" in k or "|0000000000000125|" in k for k in buffered)
+        waiting = {(k.split("|")[0], k.split("|")[1], int(k.split("|")[2]))
+                   for k in driver.state("ad-join") if k[0] not in "x~"}
+        # the clicks wait for the impressions' stream time (119) to pass their time + 15
+        assert waiting == {('"m"', "R", 106), ('"z"', "R", 115), ('"z"', "R", 125),
+                           ('"y"', "L", 119)}
 
 
 def test_a_window_join_in_any_order_within_grace_equals_the_brute_force_pairs() -> None:
@@ -106,11 +113,43 @@ def test_a_window_join_in_any_order_within_grace_equals_the_brute_force_pairs() 
     driver = TestDriver(_ad_join("outer", within=25, grace=10_000))
     for topic, (key, value, t) in feed:
         driver.pipe(topic, key, value, t)
-    driver.pipe("clicks", "end", "end", 1_000_000)  # expires everything
+    driver.pipe("clicks", "end", "end", 1_000_000)  # both sides' stream times: expire all
+    driver.pipe("impressions", "end", "end", 1_000_000)
     pairs = [(k, lv, rv) for k, lv, lt in left for k2, rv, rt in right
              if k == k2 and abs(lt - rt) <= 25]
     matched = {lv for _, lv, _ in pairs} | {rv for _, _, rv in pairs}
     expected = sorted([(k, [lv, rv]) for k, lv, rv in pairs]
                       + [(k, [v, None]) for k, v, _ in left if v not in matched]
                       + [(k, [None, v]) for k, v, _ in right if v not in matched], key=repr)
-    assert sorted(driver.read("out"), key=repr) == expected
+    assert sorted(driver.read("out"), key=repr) == sorted(
+        [*expected, ("end", ["end", "end"])], key=repr)
+
+
+def test_a_window_join_does_not_depend_on_how_in_order_inputs_interleave() -> None:
+    import random
+
+    rng = random.Random(5)
+    left = sorted(((f"k{rng.randrange(3)}", f"l{i}", rng.randrange(5_000)) for i in range(200)),
+                  key=lambda r: r[2])
+    right = sorted(((f"k{rng.randrange(3)}", f"r{i}", rng.randrange(5_000)) for i in range(200)),
+                   key=lambda r: r[2])
+    pairs = [(k, lv, rv) for k, lv, lt in left for k2, rv, rt in right
+             if k == k2 and abs(lt - rt) <= 30]
+    matched = {lv for _, lv, _ in pairs} | {rv for _, _, rv in pairs}
+    expected = sorted([(k, [lv, rv]) for k, lv, rv in pairs]
+                      + [(k, [v, None]) for k, v, _ in left if v not in matched]
+                      + [(k, [None, v]) for k, v, _ in right if v not in matched], key=repr)
+    lefts = [("impressions", r) for r in left]
+    rights = [("clicks", r) for r in right]
+    mixed = [*lefts, *rights]
+    rng.shuffle(mixed)  # each input stays in order: merge the shuffled positions back in order
+    it_l, it_r = iter(lefts), iter(rights)
+    interleaved = [next(it_l) if topic == "impressions" else next(it_r) for topic, _ in mixed]
+    for feed in (lefts + rights, rights + lefts, interleaved):
+        driver = TestDriver(_ad_join("outer", within=30, grace=0))
+        for topic, (key, value, t) in feed:
+            driver.pipe(topic, key, value, t)
+        driver.pipe("clicks", "end", None, 100_000)
+        driver.pipe("impressions", "end", None, 100_000)
+        got = [r for r in driver.read("out") if r[0] != "end"]
+        assert sorted(got, key=repr) == expected
