@@ -280,33 +280,40 @@ class Stream:
     # ---- windows --------------------------------------------------------------------------
     def tumbling_window(self, size_ms: int, *, grace_ms: int = 0,
                         timestamp: Callable[[Any], int] | None = None,
-                        late_to: str | None = None) -> WindowedStream:
+                        late_to: str | None = None,
+                        idle_close_ms: int | None = None) -> WindowedStream:
         """Fixed windows of ``size_ms`` ([0, size), [size, 2 size) ...) per key, by event time:
         the record's Kafka timestamp, or ``timestamp(value)`` (ms). A window closes when the
         operator's stream time reaches its end plus ``grace_ms``; a record whose window has
-        closed is late: counted and dropped, or sent to topic ``late_to``. Aggregate it, then
-        ``.final()`` or ``.current()``::
+        closed is late: counted and dropped, or sent to topic ``late_to``. With
+        ``idle_close_ms``, a stream time that has not moved for that long on the wall clock
+        moves on with it (so a quiet input's last windows close; a replay may then close
+        them at other records). Aggregate it, then ``.final()`` or ``.current()``::
 
             views.tumbling_window(60_000).count("views-per-minute").final().to("minutes")
         """
-        return windows.tumbling(self, size_ms, grace_ms, timestamp, self._late(late_to))
+        return windows.tumbling(self, size_ms, grace_ms, timestamp, self._late(late_to),
+                                idle_close_ms)
 
     def hopping_window(self, size_ms: int, step_ms: int, *, grace_ms: int = 0,
                        timestamp: Callable[[Any], int] | None = None,
-                       late_to: str | None = None) -> WindowedStream:
+                       late_to: str | None = None,
+                       idle_close_ms: int | None = None) -> WindowedStream:
         """Windows of ``size_ms`` starting every ``step_ms`` (a record belongs to
         ``size_ms / step_ms`` of them), otherwise as :meth:`tumbling_window`."""
         return windows.hopping(self, size_ms, step_ms, grace_ms, timestamp,
-                               self._late(late_to))
+                               self._late(late_to), idle_close_ms)
 
     def session_window(self, gap_ms: int, *, grace_ms: int = 0,
                        timestamp: Callable[[Any], int] | None = None,
-                       late_to: str | None = None) -> WindowedStream:
+                       late_to: str | None = None,
+                       idle_close_ms: int | None = None) -> WindowedStream:
         """Sessions per key: records less than ``gap_ms`` apart belong to one session
         ``[start, end]`` (``end``: its last record's time), which closes when stream time
         reaches ``end + gap_ms + grace_ms``; a record that bridges two sessions merges them.
         Otherwise as :meth:`tumbling_window`."""
-        return windows.session(self, gap_ms, grace_ms, timestamp, self._late(late_to))
+        return windows.session(self, gap_ms, grace_ms, timestamp, self._late(late_to),
+                               idle_close_ms)
 
     def tumbling_count_window(self, size: int) -> WindowedStream:
         """Windows of each key's next ``size`` records (no time: nothing is late). A final

@@ -318,6 +318,8 @@ class Clock:
         self.stream_time = -1
         self.next_event = NEVER
         self.next_processing = NEVER
+        # called with the wall clock (ms) in window(): windows that close when idle
+        self.ticks: list[Callable[[int], None]] = []
 
     def add(self, op: TimedOperator) -> None:
         self.operators.append(op)
@@ -344,7 +346,10 @@ class Clock:
         self.next_event = min(op.timers.next(EVENT) for op in self.operators)
 
     def fire_processing(self, now: int) -> None:
-        """Fire the processing-time timers due at ``now`` (ms)."""
+        """Fire the processing-time timers due at ``now`` (ms), and tell the operators that
+        watch the wall clock."""
+        for tick in self.ticks:
+            tick(now)
         if now < self.next_processing:
             return
         for op in self.operators:

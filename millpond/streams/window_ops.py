@@ -35,6 +35,33 @@ def _time_of(label: str, ts_of: Callable[[Any], int] | None, value: Any, ts: int
     return t
 
 
+def _idle_ticks(spec: Any, env: Any, clock: dict[str, int], store: Any,
+                close: Callable[[], None], grace: int) -> Callable[[], None] | None:
+    """With ``spec.idle``: a wall-clock watch (the task's window() calls it) that moves the
+    operator's stream time on by the wall time that passed without a record, once that is
+    ``idle`` ms, and closes what that closes. Returns what a record calls (it saw one)."""
+    if spec.idle is None:
+        return None
+    wall = env.clock.now
+    seen = {"wall": wall()}
+
+    def tick(now_wall: int) -> None:
+        quiet = now_wall - seen["wall"]
+        if quiet < spec.idle or clock["now"] < 0:
+            return
+        seen["wall"] = now_wall
+        clock["now"] += quiet
+        store.put(STREAM_TIME, clock["now"])
+        if clock["next"] <= clock["now"] - grace:
+            close()
+
+    def record() -> None:
+        seen["wall"] = wall()
+
+    env.clock.ticks.append(tick)
+    return record
+
+
 def time_window(node: Node, env: Any, emit: Step) -> Step:
     """A tumbling or hopping window operator: each record updates its key's windows that are still open, then
     the windows whose end plus grace stream time has reached are closed (one range scan)."""
@@ -65,8 +92,12 @@ def time_window(node: Node, env: Any, emit: Step) -> Step:
         store.delete_all(done)
         clock["next"] = first_end(store)
 
+    saw_record = _idle_ticks(spec, env, clock, store, close, grace)
+
     def step(key: Any, value: Any, ts: int) -> None:
         t = _time_of(label, ts_of, value, ts)
+        if saw_record is not None:
+            saw_record()
         now = clock["now"]
         if t > now:
             clock["now"] = now = t
@@ -153,8 +184,12 @@ def session_window(node: Node, env: Any, emit: Step) -> Step:
                 store.delete(f"k|{json_key}")
         clock["next"] = first_end(store)
 
+    saw_record = _idle_ticks(spec, env, clock, store, close, grace)
+
     def step(key: Any, value: Any, ts: int) -> None:
         t = _time_of(label, ts_of, value, ts)
+        if saw_record is not None:
+            saw_record()
         now = clock["now"]
         if t > now:
             clock["now"] = now = t

@@ -44,6 +44,7 @@ class WindowSpec:
     late_to: str | None
     aggregation: Aggregation | None = None
     mode: str | None = None  # final, current (None until chosen)
+    idle: int | None = None  # ms of wall clock without a record that move stream time on
 
 
 def window_key(end: int, start: int, key: Any) -> str:
@@ -166,19 +167,25 @@ def spec_of(node: Node) -> WindowSpec:
 
 
 def tumbling(stream: Stream, size_ms: int, grace_ms: int,
-             timestamp: Callable[[Any], int] | None, late_to: str | None) -> WindowedStream:
+             timestamp: Callable[[Any], int] | None, late_to: str | None,
+             idle_close_ms: int | None = None) -> WindowedStream:
     size = _positive("a tumbling window's size", size_ms)
     return WindowedStream(stream, WindowSpec("tumbling", size, size,
                                              _positive("grace_ms", grace_ms, True),
-                                             timestamp, late_to))
+                                             timestamp, late_to, idle=_idle(idle_close_ms)))
 
 
 def session(stream: Stream, gap_ms: int, grace_ms: int,
-            timestamp: Callable[[Any], int] | None, late_to: str | None) -> WindowedStream:
+            timestamp: Callable[[Any], int] | None, late_to: str | None,
+            idle_close_ms: int | None = None) -> WindowedStream:
     gap = _positive("a session window's gap", gap_ms)
     return WindowedStream(stream, WindowSpec("session", gap, gap,
                                              _positive("grace_ms", grace_ms, True),
-                                             timestamp, late_to))
+                                             timestamp, late_to, idle=_idle(idle_close_ms)))
+
+
+def _idle(ms: int | None) -> int | None:
+    return None if ms is None else _positive("idle_close_ms", ms)
 
 
 def count_window(stream: Stream, size: int, step: int) -> WindowedStream:
@@ -191,7 +198,8 @@ def count_window(stream: Stream, size: int, step: int) -> WindowedStream:
 
 
 def hopping(stream: Stream, size_ms: int, step_ms: int, grace_ms: int,
-            timestamp: Callable[[Any], int] | None, late_to: str | None) -> WindowedStream:
+            timestamp: Callable[[Any], int] | None, late_to: str | None,
+            idle_close_ms: int | None = None) -> WindowedStream:
     size = _positive("a hopping window's size", size_ms)
     step = _positive("a hopping window's step", step_ms)
     if step > size:
@@ -199,7 +207,7 @@ def hopping(stream: Stream, size_ms: int, step_ms: int, grace_ms: int,
                             f"({size} ms): records between windows would belong to none")
     return WindowedStream(stream, WindowSpec("hopping", size, step,
                                              _positive("grace_ms", grace_ms, True),
-                                             timestamp, late_to))
+                                             timestamp, late_to, idle=_idle(idle_close_ms)))
 
 
 @dataclass(eq=False)

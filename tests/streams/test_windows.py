@@ -239,3 +239,21 @@ def test_a_window_fed_by_two_merged_streams_has_one_stream_time() -> None:
     driver.pipe("b", "k", None, 5)  # from b: late, whichever stream it came by
     assert driver.late_records == {"c": 1}
     assert driver.state("c")["~stream-time"] == 25
+
+
+def test_idle_close_moves_a_quiet_stream_time_on_with_the_wall_clock() -> None:
+    app = App()
+    app.source("v").tumbling_window(1_000, idle_close_ms=5_000).count("c").final().to("out")
+    driver = TestDriver(app, start_time=1_000_000)
+    driver.pipe_all("v", [("k", None, 100), ("k", None, 900)])
+    driver.advance_time(4_999)
+    assert driver.read("out") == []  # quiet for less than 5 s
+    driver.advance_time(1)  # 5 s quiet: stream time 900 + 5 000 closes [0, 1 000)
+    assert driver.read("out") == [("k", {"start": 0, "end": 1_000, "value": 2})]
+    assert driver.state("c")["~stream-time"] == 5_900
+    quiet = App()
+    quiet.source("v").tumbling_window(1_000).count("c").final().to("out")
+    driver = TestDriver(quiet)
+    driver.pipe("v", "k", None, 100)
+    driver.advance_time(3_600_000)
+    assert driver.read("out") == []  # without idle_close_ms closing follows event time only
