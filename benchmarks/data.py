@@ -261,3 +261,29 @@ def large_changelog(records: int, keys: int, value_bytes: int, partitions: int) 
 def final_values(data: Dataset) -> dict[str, str]:
     """The last value written per key (what a restored store must hold)."""
     return {k.decode(): v.decode() for k, v, _ in data.records}
+
+
+
+def timestamps(bootstrap: str, topic: str) -> list[float]:
+    """Every record's timestamp (seconds; CreateTime: when its writer sent it) in ``topic``,
+    sorted. Read read_uncommitted; a finished run's records were all committed."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-ts-{uuid.uuid4().hex}",
+                         "enable.auto.commit": False, "enable.partition.eof": True,
+                         "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS})
+    out: list[float] = []
+    try:
+        md = consumer.list_topics(topic, timeout=30).topics[topic]
+        consumer.assign([TopicPartition(topic, p, 0) for p in md.partitions])
+        remaining = set(md.partitions)
+        deadline = time.monotonic() + 600
+        while remaining and time.monotonic() < deadline:
+            for msg in consumer.consume(1000, 0.5):
+                if msg.error():
+                    if msg.error().code() == KafkaError._PARTITION_EOF:
+                        remaining.discard(msg.partition())
+                    continue
+                out.append(msg.timestamp()[1] / 1000.0)
+    finally:
+        consumer.close()
+    out.sort()
+    return out

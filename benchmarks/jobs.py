@@ -1,4 +1,5 @@
-"""The millpond job of the stateful-count benchmark.
+"""The millpond jobs of the stateful-count benchmark: the StreamTask count and its dataflow
+(streams API) equivalents.
 
 ``BenchCounter.process`` is the per-user count of ``tests.jobs.counting.Counter``. The only
 addition is timing: the first message swaps in the plain method after noting the wall
@@ -9,10 +10,12 @@ time and end-of-stream time to ``bench.timing.file``.
 from __future__ import annotations
 
 import json
+import sys
 import time
 from typing import Any
 
 from millpond import StreamTask
+from millpond.streams import App
 
 _first: float | None = None
 _end: float | None = None
@@ -58,3 +61,98 @@ class BenchKeeper(StreamTask):
 
     def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
         self.kept.put(envelope.key, envelope.message)
+
+
+# ---- dataflows (app.class=benchmarks.jobs:<function>) ------------------------------------
+# Each app reads ``bench.input`` (and writes ``bench.output``); its count's operator (and
+# store) is named ``counts``, as BenchCounter's store is, so `millpond store dump --store
+# counts` reads either job's counts.
+
+
+def _first_mark(config: Any) -> Any:
+    """A ``peek`` for the head of a source's chain that notes the first message's wall clock
+    (written to ``bench.timing.file`` as BenchCounter's close writes it) and then takes itself
+    out of the chain, so later records cost nothing.
+
+    The fused chain of a topic is a dict entry the task's batch loop looks up per batch
+    (``steps[topic]``, millpond/tasks/instance.py); on its first call the mark replaces that
+    entry with the peek's downstream step. Benchmark-only, as BenchCounter's swap is; where
+    the frames are not the expected ones it stays in the chain (one call per record) and the
+    timing file says so (``"marker": "kept"``).
+    """
+    timing_file = config.get("bench.timing.file")
+    tried: list[bool] = []  # this task's chain: one try at taking the mark out
+
+    def mark(key: Any, value: Any) -> None:
+        global _first
+        if tried:
+            return
+        tried.append(True)
+        swapped = _unhook()
+        if _first is None:
+            _first = time.time()
+            if timing_file:
+                with open(timing_file, "w") as f:
+                    json.dump({"first_message": _first, "end_of_stream": None,
+                               "marker": "swapped" if swapped else "kept"}, f)
+
+    return mark
+
+
+def _unhook() -> bool:
+    """Called by ``mark`` <- the peek's step <- the batch loop: point the loop's
+    ``steps[topic]`` at the peek's downstream step. False where that is not what called."""
+    try:
+        peek = sys._getframe(2)
+        loop = peek.f_back
+        emit = peek.f_locals.get("emit")
+        steps = loop.f_locals.get("steps") if loop is not None else None
+        topic = loop.f_locals.get("topic") if loop is not None else None
+        if (emit is None or not isinstance(steps, dict) or topic not in steps
+                or getattr(steps[topic], "__code__", None) is not peek.f_code):
+            return False
+        steps[topic] = emit
+        return True
+    except (ValueError, AttributeError):
+        return False
+
+
+def _topic(config: Any, key: str) -> str:
+    return str(config.get(key)).removeprefix("kafka.")
+
+
+def count_app(config: Any) -> App:
+    """The count job as a dataflow: ``source(input).count("counts")`` (its counts are kept,
+    not sent anywhere, as BenchCounter's are)."""
+    app = App()
+    app.source(_topic(config, "bench.input")).peek(_first_mark(config)).count("counts")
+    return app
+
+
+def keep(view: dict[str, Any]) -> bool:
+    """The hop benchmark's filter: every page view but those of /help (6 in 7 kept)."""
+    return bool(view["page"] != "/help")
+
+
+def user_of(view: dict[str, Any]) -> str:
+    """The hop benchmark's new key: the view's ``user_id`` field."""
+    return str(view["user_id"])
+
+
+def one_stage_app(config: Any) -> App:
+    """``filter -> count -> to``: the two-stage app without its hop (the baseline of the
+    repartition cost)."""
+    app = App()
+    (app.source(_topic(config, "bench.input")).peek(_first_mark(config)).filter(keep)
+     .count("counts").to(_topic(config, "bench.output")))
+    return app
+
+
+def two_stage_app(config: Any) -> App:
+    """``filter -> key_by(user_id) -> count -> to``: every kept record goes through the
+    internal topic (partitioned by the new key's hash, not the input's user number modulo
+    the partitions, so ~3/4 change partition) before it is counted."""
+    app = App()
+    (app.source(_topic(config, "bench.input")).peek(_first_mark(config)).filter(keep)
+     .key_by("by-user", user_of).count("counts").to(_topic(config, "bench.output")))
+    return app

@@ -43,9 +43,10 @@ def start_results(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                  "runs": args.runs, "peer_runs": args.peer_runs,
                  "faust_runs": args.faust_runs, "commit_ms": args.commit_ms,
                  "faust_linger_ms": args.faust_linger_ms, "spark_runs": args.spark_runs,
+                 "dataflow_runs": args.dataflow_runs,
                  "workloads": args.workloads, "systems": args.system_list,
                  "quick": args.quick, "work_dir": str(work)},
-        "limits": {}, "count": {}, "skew": {}, "rss": {}, "restore": {},
+        "limits": {}, "count": {}, "dataflow": {}, "skew": {}, "rss": {}, "restore": {},
         "store_micro": None, "store_hot": None, "spark_rebuild": None,
         "spark_bootstrap": None, "snapshot_restore": None,
         "workload_conditions": {}, "problems": [],
@@ -70,10 +71,10 @@ def peer_versions(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     r = results
     entries = [*r["count"].values(), *(r.get("skew") or {}).get("count", {}).values(),
-               *r["restore"].values()]
+               *r["restore"].values(), *(r.get("dataflow") or {}).get("count", {}).values()]
     for entry in entries:
         for run in entry.get("runs", []):
-            if run.get("system") in ("quix", "faust") and run.get("versions"):
+            if run.get("system") in ("quix", "faust", "bytewax") and run.get("versions"):
                 out.setdefault(run["system"], run["versions"])
     return out
 
@@ -100,6 +101,7 @@ def versions() -> dict[str, Any]:
     out["quix_confluent_kafka"] = pip_version(venv_python("quix"), "confluent-kafka")
     out["faust_aiokafka"] = pip_version(venv_python("faust"), "aiokafka")
     out["faust_rocksdict"] = pip_version(venv_python("faust"), "rocksdict")
+    out["bytewax_confluent_kafka"] = pip_version(venv_python("bytewax"), "confluent-kafka")
     return out
 
 

@@ -41,6 +41,19 @@ BACKUPS_COST = 0.05  # state backups (to S3Proxy) may cost at most 5% of the cou
 METRICS_COST = 0.03  # the Prometheus reporter may cost at most 3% of the count's throughput
 RSS_BASELINE_MB = 169.0  # peak RSS of the count job with defaults at 100k users (issue #14)
 QUIX_FACTOR = 8.0
+# The dataflow workload's targets (issue #29): the streams API's count against the ceiling of
+# the same run, Bytewax and Quix Streams; and the cost of a key_by's repartition hop.
+DF_DECODE_SHARE = 0.65
+DF_BYTEWAX_FACTOR = 5.0
+DF_QUIX_FACTOR = 10.0
+DF_HOP_COST = 0.40
+DF_KEYS = {"eo": "millpond dataflow effectively-once", "eos": "millpond dataflow exactly-once",
+           "task-eo": "millpond StreamTask effectively-once",
+           "task-eos": "millpond StreamTask exactly-once",
+           "one": "millpond one-stage (filter, count, to) effectively-once",
+           "two": "millpond two-stage (filter, key_by, count, to) effectively-once",
+           "bytewax": "bytewax (recovery on)", "quix-alo": "quix at-least-once",
+           "quix-eos": "quix exactly-once"}
 RAW_CONSUME_SHARE = 0.25
 DECODE_CEILING_SHARE = 0.60
 
@@ -76,6 +89,70 @@ def _quix_targets(add: Any, prefix: str, count: dict[str, Any], row_of: dict[str
         add(name, _med(r), goal, "x", "millpond msg/s / Quix msg/s, per run pair", spread=r,
             row=row_of[ours_g],
             short=f">= {goal:g}x Quix ({their_g})" if goal else f"vs Quix ({their_g})")
+
+
+def _dataflow_targets(add: Any, df: dict[str, Any]) -> None:
+    """The dataflow workload: the streams API's count (effectively-once and exactly-once) as a
+    share of the consume + JSON-decode ceiling of the same run, beside the StreamTask count
+    (info), >= 5x Bytewax and >= 10x Quix Streams (paired runs); the repartition hop's cost."""
+    count = df.get("count") or {}
+    if not count:
+        return
+    limits = df.get("limits") or {}
+    decode = _med(limits.get("consume_json_msgs_per_s"))
+    for g, short_g in (("effectively-once", "eo"), ("exactly-once", "eos")):
+        ours = count.get(DF_KEYS[short_g]) or {}
+        if not ours:
+            continue
+        row = f"dataflow {g}"
+        # Per round: the count against the ceiling measured at the start of its own round.
+        ceilings = [c.get("msgs_per_s") for c in (limits.get("runs") or {}).get("consume_json",
+                                                                                [])]
+        shares = [x / c for x, c in zip(_good(ours, "msgs_per_s"), ceilings, strict=False)
+                  if x and c]
+        if shares:
+            add(f"dataflow count ({g}) >= {DF_DECODE_SHARE:.0%} of consume + JSON decode",
+                statistics.median(shares), DF_DECODE_SHARE, "fraction",
+                "msg/s / the same round's consume + orjson msg/s, per round; medians "
+                f"{_n(_med(ours.get('msgs_per_s')))} / {_n(decode)} msg/s",
+                spread={"min": min(shares), "max": max(shares)}, row=row,
+                short=f">= {DF_DECODE_SHARE:.0%} of consume + JSON decode")
+        pairs = ((DF_KEYS[f"task-{short_g}"], None, f"vs StreamTask count ({g})"),
+                 (DF_KEYS["bytewax"], DF_BYTEWAX_FACTOR, "Bytewax (recovery on)"),
+                 (DF_KEYS["quix-alo" if g == "effectively-once" else "quix-eos"],
+                  DF_QUIX_FACTOR,
+                  "Quix (at-least-once)" if g == "effectively-once" else "Quix (exactly-once)"))
+        for key, goal, what in pairs:
+            theirs = count.get(key) or {}
+            r = paired_ratio(ours, theirs, "msgs_per_s") if theirs else None
+            if r is None:
+                continue
+            name = (f"dataflow count ({g}) >= {goal:g}x {what}" if goal
+                    else f"dataflow count ({g}) / StreamTask count ({g})")
+            add(name, _med(r), goal, "x", "msg/s / msg/s, per run pair", spread=r, row=row,
+                short=f">= {goal:g}x {what}" if goal else what)
+            # The same pairs by CPU seconds for the same messages: the steadier view where
+            # other guests' load moves the wall clock of one run and not the other.
+            cpu = paired_ratio(theirs, ours, "cpu_s")
+            if cpu and goal:
+                add(f"dataflow count ({g}) vs {what}, by CPU s per message", _med(cpu), None,
+                    "x", "their CPU s / ours, per run pair", spread=cpu, row=row,
+                    short=f"{what} by CPU")
+    one, two = count.get(DF_KEYS["one"]) or {}, count.get(DF_KEYS["two"]) or {}
+    for field, goal, what in (("msgs_per_s_to_90pct_sent", DF_HOP_COST,
+                               "first message -> 90% of the counts sent"),
+                              ("msgs_per_s", None, "first message -> process exit")):
+        r = paired_ratio(two, one, field) if one and two else None
+        if not r:
+            continue
+        name = (f"repartition hop (key_by) cost <= {goal:.0%}, {what}" if goal
+                else f"repartition hop (key_by) cost, {what} (incl. the bounded run's end)")
+        add(name, 1 - r["median"], goal, "fraction",
+            "1 - two-stage msg/s / one-stage msg/s, per run pair (effectively-once)",
+            higher_is_better=False, spread={"min": 1 - r["max"], "max": 1 - r["min"]},
+            row="dataflow hop",
+            short=f"hop cost <= {goal:.0%} (to 90% of the counts sent)" if goal
+            else "hop cost to process exit")
 
 
 def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
@@ -194,6 +271,8 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
             "millpond msg/s / Faust msg/s, per run pair", spread=r, row="faust",
             short=">= 3x Faust")
 
+    _dataflow_targets(add, results.get("dataflow") or {})
+
     restore = results.get("restore", {})
     m_rs, q_rs = restore.get("millpond restore --full") or {}, restore.get("quix recovery") or {}
     if m_rs and q_rs:
@@ -310,11 +389,13 @@ def peer_versions(meta: dict[str, Any], peer: str) -> dict[str, Any] | None:
     if ran:
         return ran
     v = meta.get("versions") or {}
-    dist = {"quix": "quixstreams", "faust": "faust-streaming"}[peer]
+    dist = {"quix": "quixstreams", "faust": "faust-streaming", "bytewax": "bytewax"}[peer]
     if peer not in (meta.get("systems") or [peer]) or not v.get(dist):
         return None
     if peer == "quix":
         return {dist: v.get(dist), "confluent-kafka": v.get("quix_confluent_kafka")}
+    if peer == "bytewax":
+        return {dist: v.get(dist)}
     return {dist: v.get(dist), "aiokafka": v.get("faust_aiokafka"),
             "rocksdict": v.get("faust_rocksdict")}
 
@@ -325,11 +406,14 @@ def versions_text(meta: dict[str, Any]) -> str:
              f"broker, `millpond dev kafka`), librdkafka {v.get('librdkafka')} (confluent-kafka "
              f"{v.get('confluent_kafka')}), rocksdict {v.get('rocksdict')}, millpond "
              f"{v.get('millpond')}"]
-    ran = {peer for peer in ("quix", "faust")
-           if peer in (meta.get("systems") or []) and (
-               set(meta.get("workloads") or []) & {"count", "skew", "restore"})}
+    runs_in = {"quix": {"count", "skew", "restore", "dataflow"}, "faust": {"count"},
+               "bytewax": {"dataflow"}}
+    ran = {peer for peer, workloads in runs_in.items()
+           if peer in (meta.get("systems") or [])
+           and set(meta.get("workloads") or []) & workloads}
     for peer, dist, extra in (("quix", "quixstreams", ("confluent-kafka",)),
-                              ("faust", "faust-streaming", ("aiokafka", "rocksdict"))):
+                              ("faust", "faust-streaming", ("aiokafka", "rocksdict")),
+                              ("bytewax", "bytewax", ("confluent-kafka", "orjson"))):
         pv = peer_versions(meta, peer)
         if pv and pv.get(dist):
             inner = ", ".join(f"{d} {pv.get(d)}" for d in extra if pv.get(d))
@@ -368,6 +452,13 @@ def _count_rows(lines: list[str], prefix: str, count: dict[str, Any], order: lis
         lines.append(_row(label, rate, "msg/s", note))
         lines.append(_row("  ↳ incl. start-up", entry.get("msgs_per_s_incl_startup"), "msg/s",
                           f"process start → end; start-up {_fmt(_med(entry.get('startup_s')))} s"))
+        if entry.get("msgs_per_s_to_90pct_sent"):
+            lines.append(_row("  ↳ to 90% of the counts sent", entry["msgs_per_s_to_90pct_sent"],
+                              "msg/s", "90% of the input / first message → 90% of the output "
+                              "records sent (CreateTime); the last was sent "
+                              f"{_fmt(_med(entry.get('last_output_s')))} s after the first "
+                              f"message, the process ended "
+                              f"{_fmt(_med(entry.get('end_after_last_output_s')))} s after it"))
         lines.append(_row("  ↳ CPU", entry.get("cpu_s_per_million"), "CPU s / 1M msgs",
                           "whole child process (wait4)"))
         lines.append(_row("  ↳ peak RSS", entry.get("maxrss_mb"), "MB",
@@ -436,6 +527,16 @@ def markdown(results: dict[str, Any]) -> str:
         lines.append(_row("**Skewed ceiling**: raw consume + JSON decode",
                           sl.get("consume_json_msgs_per_s"), "msg/s", "orjson"))
         _count_rows(lines, "skewed count", skew.get("count") or {}, COUNT_ORDER, sl)
+
+    df = results.get("dataflow") or {}
+    if df.get("count") or df.get("limits"):
+        dl = df.get("limits") or {}
+        lines.append(_row("**Dataflow ceiling**: raw consume", dl.get("consume_msgs_per_s"),
+                          "msg/s", "the input topic, once per round of the dataflow workload"))
+        lines.append(_row("**Dataflow ceiling**: raw consume + JSON decode",
+                          dl.get("consume_json_msgs_per_s"), "msg/s", "orjson"))
+        _count_rows(lines, "dataflow workload", df.get("count") or {}, list(DF_KEYS.values()),
+                    dl)
 
     rss = results.get("rss") or {}
     if rss.get("count"):
@@ -600,6 +701,20 @@ def markdown(results: dict[str, Any]) -> str:
             f"{(si.get('top_100_users_share') or 0):.1%}; messages per partition "
             f"{si.get('messages_per_partition')}. Its two ceilings are measured on that topic, "
             f"one of each before each round of counts.")
+    hop = df.get("hop") or {}
+    if df.get("count"):
+        notes.append(
+            "Dataflow workload: `millpond dataflow` is `app.source(input).count(\"counts\")` "
+            "(benchmarks/jobs.py:count_app, run by `millpond run --bounded` like the StreamTask "
+            "count, whose runs sit in the same rounds); Bytewax 0.21 runs kafka input -> "
+            "key_on user_id (orjson) -> stateful_map count -> a discarding output, one worker, "
+            "recovery on (SQLite snapshots, one epoch per commit interval), and its counts are "
+            "read back from the last committed epoch's snapshots. The hop: one-stage is "
+            "filter -> count -> to, two-stage filter -> key_by -> count -> to, the filter "
+            f"{hop.get('filter', '')}, the new key {hop.get('new_key', '')}; both count the "
+            f"{hop.get('kept_messages', 0):,} kept records and send every new count to one "
+            "output topic. Rounds alternate their order; the ceilings are measured at the "
+            "start of each round.")
     ri = rss.get("input") or {}
     if ri:
         notes.append(
@@ -743,16 +858,17 @@ def readme_table(results: dict[str, Any]) -> str:
         f"plus orjson decoding of each value (millpond's json serde). All figures with min "
         f"and max: `benchmarks/results.md`.",
         "",
-        "| workload | millpond | Quix Streams | Faust | ceiling | targets: measured, result |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| workload | millpond | Quix Streams | Faust | Bytewax | ceiling | targets: measured, "
+        "result |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     lines: list[str] = []
     used: set[str] = set()
 
     def row(rid: str, label: str, ours: str, quix: str = "", faust: str = "",
-            ceiling: str = "") -> None:
+            ceiling: str = "", bytewax: str = "") -> None:
         used.add(rid)
-        lines.append(f"| {label} | {ours} | {quix} | {faust} | {ceiling} | "
+        lines.append(f"| {label} | {ours} | {quix} | {faust} | {bytewax} | {ceiling} | "
                      f"{_target_cell(by_row.get(rid, []))} |")
 
     count = results.get("count") or {}
@@ -772,6 +888,34 @@ def readme_table(results: dict[str, Any]) -> str:
             if g == "effectively-once" and count.get(METRICS_KEY):
                 row("count metrics", "count, uniform, effectively-once, Prometheus reporter "
                     "on (scraped every 1 s)", _count_cell(count.get(METRICS_KEY)))
+    df = results.get("dataflow") or {}
+    dc = df.get("count") or {}
+    if dc:
+        di = df.get("input") or {}
+        for i, g in enumerate(("effectively-once", "exactly-once")):
+            key = DF_KEYS["eo" if i == 0 else "eos"]
+            if key not in dc:
+                continue
+            task = dc.get(DF_KEYS["task-eo" if i == 0 else "task-eos"])
+            label = (f"dataflow count `source(t).count(...)`, {_many(di.get('messages', 0))} "
+                     f"msgs, {_many(di.get('users', 0))} users, {g}" if i == 0
+                     else f"dataflow count, {g}")
+            if task:
+                label += f" (StreamTask count in the same rounds: {_count_cell(task)})"
+            q = dc.get(DF_KEYS["quix-alo" if i == 0 else "quix-eos"])
+            row(f"dataflow {g}", label, _count_cell(dc.get(key)), _count_cell(q),
+                bytewax=_count_cell(dc.get(DF_KEYS["bytewax"])),
+                ceiling=_ceiling_cell(df.get("limits") or {}) if i == 0 else "")
+        one, two = dc.get(DF_KEYS["one"]), dc.get(DF_KEYS["two"])
+        if one or two:
+            def last(entry: dict[str, Any] | None) -> str:
+                v = _med((entry or {}).get("msgs_per_s_to_90pct_sent"))
+                return f" ({_n(v)} msg/s to 90% of its counts sent)" if v else ""
+
+            row("dataflow hop", "dataflow filter -> key_by -> count -> to (two-stage) beside "
+                "filter -> count -> to (one-stage), effectively-once",
+                f"two-stage {_count_cell(two)}{last(two)}; one-stage {_count_cell(one)}"
+                f"{last(one)}")
     skew = results.get("skew") or {}
     sk = skew.get("count") or {}
     if sk:
@@ -856,7 +1000,7 @@ def readme_table(results: dict[str, Any]) -> str:
             f"{_n(_med(figs.get('spark_startup_seconds')))} s Spark start-up)")
     left = [t for rid, ts in by_row.items() if rid not in used for t in ts]
     if left:
-        lines.append(f"| other targets | | | | | "
+        lines.append(f"| other targets | | | | | | "
                      f"{'; '.join(t['target'] + ': ' + _fmt(t['value'], t['unit']) + ' ' + STATUS[t['status']] for t in left)} |")
     problems = results.get("problems") or []
     tail = [""]

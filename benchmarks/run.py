@@ -1,4 +1,5 @@
-"""`make bench`: millpond against raw client ceilings and against Quix Streams and Faust.
+"""`make bench`: millpond against raw client ceilings and against Quix Streams, Faust and
+Bytewax.
 
     .venv/bin/python -m benchmarks.run [--quick] [--runs N] [--only WORKLOAD] [--bootstrap B]
 
@@ -6,7 +7,10 @@ Workloads (``--only``, comma-separated or repeated): ``limits`` (raw confluent-k
 and consume on the benchmark input, and consume + orjson decode; raw rocksdict comes from the
 store micro-benchmark), ``count`` (per-user count into a changelogged RocksDB store: millpond
 at each guarantee, Quix Streams, Faust; and millpond effectively-once once more per round with
-the Prometheus reporter on and scraped every second: the reporter's cost), ``skew`` (the same count on a Zipf-keyed topic, 2M
+the Prometheus reporter on and scraped every second: the reporter's cost), ``dataflow``
+(the count written with the streams API beside the StreamTask count, the consume + decode
+ceiling, Bytewax 0.21 and Quix Streams; and filter -> key_by -> count -> to beside filter ->
+count -> to: the repartition hop's cost), ``skew`` (the same count on a Zipf-keyed topic, 2M
 messages over 1M users with exponent 1.1: hot keys and a long tail; millpond and Quix Streams,
 with that topic's own consume and consume + decode ceilings), ``rss`` (peak RSS of the
 millpond count with defaults on a uniform topic over 1M users), ``restore`` (rebuild the
@@ -39,15 +43,16 @@ from typing import Any
 from benchmarks import meta, report
 from benchmarks.common import REPO, Conditions, load_average
 from benchmarks.harness import Harness, say
-from benchmarks.workloads import count, limits, restore, spark, store
+from benchmarks.workloads import count, dataflow, limits, restore, spark, store
 
 # Every workload, in the order a run goes through them (``--only`` picks some).
 STEPS: dict[str, Callable[[Harness], None]] = {
-    "limits": limits.limits, "count": count.count, "skew": count.skew, "rss": count.rss,
+    "limits": limits.limits, "count": count.count, "dataflow": dataflow.dataflow,
+    "skew": count.skew, "rss": count.rss,
     "restore": restore.restore, "snapshot-restore": restore.snapshot_restore,
     "store": store.store, "spark": spark.spark}
 WORKLOADS = tuple(STEPS)
-ALL_SYSTEMS = ("millpond", "quix", "faust")
+ALL_SYSTEMS = ("millpond", "quix", "faust", "bytewax")
 
 FULL = {"messages": 2_000_000, "users": 100_000, "faust_messages": 30_000,
         "store_ops": 1_000_000, "hot_ops": 2_000_000, "spark_records": 500_000,
@@ -70,7 +75,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help=f"run only these workloads ({', '.join(WORKLOADS)}); repeatable")
     p.add_argument("--bootstrap", default="127.0.0.1:9092", help="Kafka bootstrap servers")
     p.add_argument("--systems", default=",".join(ALL_SYSTEMS),
-                   help="systems to count with (default: millpond,quix,faust)")
+                   help="systems to count with (default: millpond,quix,faust,bytewax)")
+    p.add_argument("--dataflow-runs", default="eo,task-eo,eos,task-eos,one-stage,two-stage",
+                   help="millpond's counts in the dataflow workload (default all: the dataflow "
+                        "and the StreamTask count at effectively-once and exactly-once, and "
+                        "the one- and two-stage apps of the hop)")
     p.add_argument("--messages", type=int, help="input messages (default 2M; --quick 20k)")
     p.add_argument("--users", type=int, help="distinct user ids (default 100k; --quick 2k)")
     p.add_argument("--partitions", type=int, default=4, help="input partitions (default 4)")
@@ -140,6 +149,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         p.error(f"unknown workload(s) {unknown}; choose from {', '.join(WORKLOADS)}")
     args.workloads = only or list(WORKLOADS)
     args.system_list = [s.strip() for s in args.systems.split(",") if s.strip()]
+    args.dataflow_runs = [s.strip() for s in args.dataflow_runs.split(",") if s.strip()]
+    from benchmarks.workloads.dataflow import MILLPOND_RUNS
+
+    bad_runs = [s for s in args.dataflow_runs if s not in MILLPOND_RUNS]
+    if bad_runs:
+        p.error(f"unknown --dataflow-runs {bad_runs}; choose from {', '.join(MILLPOND_RUNS)}")
     bad = [s for s in args.system_list if s not in ALL_SYSTEMS]
     if bad:
         p.error(f"unknown system(s) {bad}; choose from {', '.join(ALL_SYSTEMS)}")

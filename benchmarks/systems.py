@@ -30,9 +30,12 @@ SHORT = {"at-least-once": "alo", "effectively-once": "eo", "exactly-once": "eos"
          "at_least_once": "alo", "exactly_once": "eos"}
 
 # What each peer is installed from, into VENVS/<name>.
-PEER_PACKAGES = {"quix": ["quixstreams"], "faust": ["faust-streaming[rocksdict]"]}
-PEER_IMPORT = {"quix": "quixstreams", "faust": "faust"}
-PEER_DIST = {"quix": "quixstreams", "faust": "faust-streaming"}
+# Bytewax is pinned: its API changed between minor versions (0.21 is the issue's). orjson
+# beside it: its count decodes with millpond's JSON decoder, so the decoder is not the difference.
+PEER_PACKAGES = {"quix": ["quixstreams"], "faust": ["faust-streaming[rocksdict]"],
+                 "bytewax": ["bytewax[kafka]==0.21.1", "orjson"]}
+PEER_IMPORT = {"quix": "quixstreams", "faust": "faust", "bytewax": "bytewax.dataflow, orjson"}
+PEER_DIST = {"quix": "quixstreams", "faust": "faust-streaming", "bytewax": "bytewax"}
 
 
 @dataclass
@@ -73,7 +76,27 @@ def _rates(messages: int, started: float, first: float | None, end: float) -> di
 
 # ---- millpond ---------------------------------------------------------------------------
 def millpond_props(ctx: Ctx, name: str, topic: str, guarantee: str, state: Path,
-                   timing: Path) -> dict[str, Any]:
+                   timing: Path, app: str | None = None,
+                   output: str | None = None) -> dict[str, Any]:
+    """The count job's properties: the StreamTask (BenchCounter), or with ``app`` the
+    dataflow ``benchmarks.jobs:<app>`` (its ``counts`` store compiled from the app, with the
+    same serdes), reading ``topic`` and writing ``output``."""
+    if app is not None:
+        props: dict[str, Any] = {
+            "job.name": name,
+            "app.class": f"benchmarks.jobs:{app}",
+            "bench.input": f"kafka.{topic}",
+            "task.commit.ms": int(ctx.commit_s * 1000),
+            "task.processing.guarantee": guarantee,
+            "systems.kafka.bootstrap.servers": ctx.bootstrap,
+            "systems.kafka.samza.key.serde": "string",
+            "systems.kafka.samza.msg.serde": "json",
+            "job.logged.store.base.dir": str(state),
+            "bench.timing.file": str(timing),
+        }
+        if output:
+            props["bench.output"] = f"kafka.{output}"
+        return props
     return {
         "job.name": name,
         "task.class": "benchmarks.jobs.BenchCounter",
@@ -152,16 +175,19 @@ class Scraper(threading.Thread):
 
 def millpond_count(ctx: Ctx, topic: str, messages: int, guarantee: str, tag: str,
                    reference: dict[str, int], metrics: bool = False,
-                   backups: dict[str, str] | None = None) -> dict[str, Any]:
+                   backups: dict[str, str] | None = None, app: str | None = None,
+                   output: str | None = None) -> dict[str, Any]:
     """One verified ``millpond run --bounded`` count; ``metrics`` turns the Prometheus
     reporter on and scrapes it every second while the job runs; ``backups`` are
-    ``job.state.backup.*`` properties (state snapshots uploaded while it runs)."""
+    ``job.state.backup.*`` properties (state snapshots uploaded while it runs); ``app``
+    runs the dataflow ``benchmarks.jobs:<app>`` instead of the StreamTask (``output``: the
+    topic its ``to`` writes)."""
     name = f"mpb-{ctx.salt}-{SHORT[guarantee]}-{tag}"
     run_dir = ctx.work / name
     run_dir.mkdir(parents=True, exist_ok=True)
     timing = run_dir / "timing.json"
     config = run_dir / "job.properties"
-    props = millpond_props(ctx, name, topic, guarantee, run_dir / "state", timing)
+    props = millpond_props(ctx, name, topic, guarantee, run_dir / "state", timing, app, output)
     scraper = None
     if metrics:
         port = free_port()
@@ -180,7 +206,8 @@ def millpond_count(ctx: Ctx, topic: str, messages: int, guarantee: str, tag: str
         if scraper is not None:
             scraper.stop()
     result: dict[str, Any] = {"system": "millpond", "guarantee": guarantee, "job": name,
-                              "config": str(config), "messages": messages}
+                              "config": str(config), "messages": messages,
+                              "app": app or "BenchCounter (StreamTask)"}
     if scraper is not None:
         result["metrics"] = {"reporter": "prometheus", "scrape_every_s": scraper.every,
                              "scrapes": scraper.scrapes, "last_scrape_bytes": scraper.last_bytes}
@@ -199,7 +226,10 @@ def millpond_count(ctx: Ctx, topic: str, messages: int, guarantee: str, tag: str
         if not result["snapshots"]:
             return {**result, "ok": False, "error": "the job uploaded no snapshot"}
     marks = json.loads(timing.read_text()) if timing.exists() else {}
+    if "marker" in marks:
+        result["first_message_marker"] = marks["marker"]
     result.update(_rates(messages, child.started, marks.get("first_message"), child.exited))
+    result["first_message_at"], result["exited_at"] = marks.get("first_message"), child.exited
     result["end_of_stream_s"] = ((marks["end_of_stream"] - marks["first_message"])
                                  if marks.get("end_of_stream") and marks.get("first_message")
                                  else None)
@@ -375,6 +405,39 @@ def faust_count(ctx: Ctx, topic: str, messages: int, partitions: int, tag: str,
     d_child, d_out = _peer(ctx, "faust", "dump", spec, run_dir, "dump")
     if d_child.returncode != 0 or "counts" not in d_out:
         return {**result, "ok": False, "error": f"faust dump failed: {d_child.tail()}"}
+    result.update(compare(d_out["counts"], reference))
+    result["ok"] = True
+    return result
+
+
+def bytewax_count(ctx: Ctx, topic: str, messages: int, tag: str,
+                  reference: dict[str, int]) -> dict[str, Any]:
+    """One verified Bytewax count (``peers/bytewax_count.py``: key_on user_id -> stateful_map,
+    recovery on with an epoch per commit interval); its counts are read back from the
+    recovery partitions' snapshots."""
+    name = f"bwb-{ctx.salt}-{tag}"
+    run_dir = ctx.work / name
+    run_dir.mkdir(parents=True, exist_ok=True)
+    spec = {"bootstrap": ctx.bootstrap, "topic": topic,
+            "recovery_dir": str(run_dir / "state" / "recovery"), "partitions": 1,
+            "epoch_interval": ctx.commit_s, "messages": messages}
+    child, out = _peer(ctx, "bytewax", "count", spec, run_dir, "run")
+    result: dict[str, Any] = {"system": "bytewax", "guarantee": "recovery on", "group": name,
+                              "spec": spec, "messages": messages}
+    result.update(_child_fields(child))
+    if child.returncode != 0 or not out:
+        return {**result, "ok": False, "error": f"exit {child.returncode}: {child.tail()}"}
+    result.update(_rates(messages, child.started, out.get("first_message"), out["ended"]))
+    result["in_process_cpu_s"] = out.get("cpu_s")
+    # Its peak comes after the harness's last VmHWM poll (which missed ~0.5 GB of it in a 2M
+    # run): the larger of the polled peak and its own getrusage at the end of its run.
+    result["maxrss_mb_polled"] = result["maxrss_mb"]
+    result["maxrss_mb"] = max(result["maxrss_mb"], out.get("maxrss_mb") or 0.0)
+    result["versions"] = out.get("versions")
+    d_child, d_out = _peer(ctx, "bytewax", "dump", spec, run_dir, "dump")
+    if d_child.returncode != 0 or "counts" not in d_out:
+        return {**result, "ok": False, "error": f"bytewax dump failed: {d_child.tail()}"}
+    result["snapshot_epochs"] = len(d_out.get("epochs") or [])
     result.update(compare(d_out["counts"], reference))
     result["ok"] = True
     return result

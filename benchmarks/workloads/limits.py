@@ -3,6 +3,7 @@ produce and consume, and consume + orjson decode), and the ceilings of any topic
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from benchmarks import data
@@ -39,9 +40,12 @@ def limits(h: Harness) -> None:
 
 def ceiling(h: Harness, topic: str, decode_json: bool = False) -> dict[str, Any]:
     """One raw consume of ``topic`` (with orjson decode when asked), with its conditions."""
+    began = time.process_time()
     with Conditions() as cond:
         out = data.consume_all(h.args.bootstrap, topic, decode_json=decode_json)
-    return {**out, **cond.fields()}
+    # This process's CPU (librdkafka's threads included) while it read: the harness does
+    # nothing else meanwhile.
+    return {**out, **cond.fields(), "cpu_s": time.process_time() - began}
 
 
 def ceilings(h: Harness, consume: list[dict[str, Any]], consume_json: list[dict[str, Any]],

@@ -5,7 +5,8 @@ raw consume and consume + JSON-decode ceilings, runs the millpond count at every
 the uniform topic (effectively-once once more with the Prometheus reporter on) and on the
 skewed (Zipf) topic (20k messages over 10k users), and the peak-RSS count over 10k users,
 verifies each final state against the reference and writes results.json, results.md and
-readme-table.md (in a temp dir, never over benchmarks/results.*).
+readme-table.md (in a temp dir, never over benchmarks/results.*). A second run checks the
+dataflow workload on 2,000 messages (the two-stage app and Bytewax).
 """
 
 from __future__ import annotations
@@ -112,3 +113,39 @@ def test_quick_run_writes_correct_results(kafka_bootstrap: str, tmp_path: Path) 
     assert "Zipf 1.1" in table and "CPU steal" in table and "load average" in table
     assert "Prometheus reporter on (scraped every 1 s)" in table and "cost <= 3%: " in table
     assert results["meta"]["command"] in table
+
+
+def test_quick_dataflow_run_counts_exactly(kafka_bootstrap: str, tmp_path: Path) -> None:
+    """The dataflow workload on 2,000 messages: the two-stage app (filter -> key_by -> count
+    -> to, through its key_by's internal topic, to its own output topic) and Bytewax (its
+    virtualenv is made on first use, ~10-40 s once), each verified exactly, and their rows in
+    the reports. The dataflow count and the one-stage app run the same path without the hop
+    (each millpond run costs seconds here, so they are left out); test_bench_apps.py checks
+    every app on the TestDriver and the workload's targets from a results dict."""
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "benchmarks.run", "--runs", "1", "--only", "dataflow",
+           "--systems", "millpond,bytewax", "--dataflow-runs", "two-stage",
+           "--messages", "2000", "--users", "200", "--bootstrap", kafka_bootstrap,
+           "--out-dir", str(out), "--work-dir", str(tmp_path / "work")]
+    done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+    results = json.loads((out / "results.json").read_text())
+    assert results["problems"] == [], results["problems"]
+    df = results["dataflow"]
+    assert all(r["records"] == 2_000 for r in df["limits"]["runs"]["consume_json"])
+    _good(df["count"]["bytewax (recovery on)"], 2_000, 200)
+    kept = df["hop"]["kept_messages"]
+    assert 0 < kept < 2_000  # the filter drops the /help views
+    two = df["count"]["millpond two-stage (filter, key_by, count, to) effectively-once"]
+    assert two["good_runs"] == 1 and not two["wrong"] and not two["failed"], two
+    run = two["runs"][0]
+    assert run["correct"] is True and run["total"] == kept and run["keys"] == 200
+    assert run["outputs"] == kept  # one count sent per kept record
+    assert run["msgs_per_s_to_90pct_sent"] > 0
+    assert run["first_message_marker"] == "swapped"  # the timing peek left the chain
+    assert results["meta"]["peer_versions"]["bytewax"]["bytewax"] == "0.21.1"
+
+    table = (out / "readme-table.md").read_text()
+    assert "| Bytewax |" in table and "two-stage" in table and "bytewax 0.21.1" in table
+    assert "dataflow workload: bytewax (recovery on)" in (out / "results.md").read_text()

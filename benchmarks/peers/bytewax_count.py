@@ -1,0 +1,144 @@
+"""Bytewax side of the dataflow-count benchmark (runs inside the Bytewax virtualenv).
+
+    python bytewax_count.py count SPEC.json   # count the input per user to the topic's end
+    python bytewax_count.py dump  SPEC.json   # read the recovery partitions: {user: count}
+
+SPEC.json holds bootstrap, topic, recovery_dir, partitions (recovery partitions to create),
+epoch_interval (seconds, the commit interval of the other systems), messages and out (where
+this writes its JSON report).
+
+The dataflow is ``kafka input -> key_on user_id -> stateful_map count -> output``, one
+process with one worker, recovery on (``bytewax.recovery``: a snapshot of the count of every
+key changed in an epoch, and of the input offsets, into SQLite partitions at each epoch's
+end). The input is bounded (``tail=False``: each partition stops at its end). The value is
+decoded with orjson (millpond's JSON decoder; installed beside bytewax so the decoder is
+not what differs); the output discards the counts it is given, as millpond's dataflow count
+without ``.to()`` drops the counts its ``count`` emits: both keep the counts as state.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import resource
+import sqlite3
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+
+def _usage() -> dict[str, float]:
+    u = resource.getrusage(resource.RUSAGE_SELF)
+    return {"cpu_s": u.ru_utime + u.ru_stime, "maxrss_mb": u.ru_maxrss / 1024}
+
+
+STEP = "count"  # the stateful step's id (its snapshots are read back by dump)
+
+
+def _flow(spec: dict, first: list[float]):  # type: ignore[no-untyped-def]
+    import bytewax.operators as op
+    import orjson
+    from bytewax.connectors.kafka import operators as kop
+    from bytewax.dataflow import Dataflow
+    from bytewax.outputs import DynamicSink, StatelessSinkPartition
+
+    class _Discard(StatelessSinkPartition):  # type: ignore[misc]
+        def write_batch(self, items: list[Any]) -> None:
+            pass
+
+    class Discard(DynamicSink):  # type: ignore[misc]
+        def build(self, step_id: str, worker_index: int, worker_count: int) -> _Discard:
+            return _Discard()
+
+    loads = orjson.loads
+    flow = Dataflow("bench_count")
+    inp = kop.input("inp", flow, brokers=[spec["bootstrap"]], topics=[spec["topic"]],
+                    tail=False)
+
+    def user(msg: Any) -> str:
+        if not first:
+            first.append(time.time())
+        return loads(msg.value)["user_id"]
+
+    keyed = op.key_on("key_on_user", inp.oks, user)
+
+    def add(state: int | None, _msg: Any) -> tuple[int, int]:
+        n = (state or 0) + 1
+        return n, n
+
+    counts = op.stateful_map(STEP, keyed, add)
+    op.output("out", counts, Discard())
+    return flow
+
+
+def count(spec: dict) -> dict:
+    started = time.time()
+    from bytewax.recovery import RecoveryConfig, init_db_dir
+    from bytewax.run import cli_main
+
+    recovery = Path(spec["recovery_dir"])
+    recovery.mkdir(parents=True, exist_ok=True)
+    init_db_dir(recovery, int(spec.get("partitions", 1)))
+    first: list[float] = []
+    flow = _flow(spec, first)
+    cli_main(flow, workers_per_process=1,
+             epoch_interval=timedelta(seconds=float(spec["epoch_interval"])),
+             recovery_config=RecoveryConfig(recovery))
+    ended = time.time()
+    return {"started": started, "first_message": first[0] if first else None, "ended": ended,
+            **_usage()}
+
+
+def dump(spec: dict) -> dict:
+    """Every key's count as of the last committed epoch: per key, its latest snapshot of the
+    count step at or before the epoch every recovery partition committed (what a restart
+    would resume from)."""
+    rows: list[tuple[str, int, bytes | None]] = []
+    commits: list[int] = []
+    dbs = sorted(str(p) for p in Path(spec["recovery_dir"]).glob("*.sqlite3"))
+    for db in dbs:
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            # 0.21 names the snapshots of stateful_map "<flow>.<step>.stateful_flat_map...".
+            rows += conn.execute("SELECT state_key, snap_epoch, ser_change FROM snaps "
+                                 "WHERE step_id LIKE ?", (f"bench_count.{STEP}.%",)).fetchall()
+            commits += [e for (e,) in conn.execute("SELECT commit_epoch FROM commits")]
+        finally:
+            conn.close()
+    committed = min(commits) if commits else None
+    latest: dict[str, tuple[int, Any]] = {}
+    for key, epoch, blob in rows:
+        if committed is not None and epoch > committed:
+            continue
+        if key not in latest or epoch > latest[key][0]:
+            latest[key] = (epoch, pickle.loads(blob) if blob is not None else None)
+    counts = {k: v for k, (_, v) in latest.items() if v is not None}
+    return {"counts": counts, "dbs": dbs, "committed_epoch": committed,
+            "epochs": sorted({e for e, _ in latest.values()})}
+
+
+def _versions() -> dict[str, str | None]:
+    """The versions this interpreter (the peer's own virtualenv) runs with."""
+    import importlib.metadata as metadata
+
+    out: dict[str, str | None] = {}
+    for dist in ("bytewax", "confluent-kafka", "orjson"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = None
+    return out
+
+
+def main() -> None:
+    mode, spec_path = sys.argv[1], sys.argv[2]
+    spec = json.loads(Path(spec_path).read_text())
+    out = {"count": count, "dump": dump}[mode](spec)
+    out["versions"] = _versions()
+    Path(spec["out"]).write_text(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

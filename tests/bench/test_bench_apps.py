@@ -1,0 +1,67 @@
+"""The dataflow workload's apps (benchmarks/jobs.py) on the streams TestDriver, without Kafka:
+each counts what the StreamTask count or the hop's reference counts; and the dataflow
+workload's targets from a results dict."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from benchmarks import jobs, report
+from benchmarks.data import PAGES
+from millpond.streams import TestDriver
+
+CONFIG = {"bench.input": "kafka.views", "bench.output": "kafka.out"}
+VIEWS = [(f"user-{i % 5}", {"user_id": f"user-{i % 5}", "page": PAGES[i % 7], "seq": i})
+         for i in range(70)]
+
+
+def test_count_app_counts_every_view_per_key() -> None:
+    driver = TestDriver(jobs.count_app(CONFIG))
+    driver.pipe_all("views", VIEWS)
+    assert driver.state("counts") == dict(Counter(key for key, _ in VIEWS))
+
+
+def test_hop_apps_count_the_kept_views_per_user_and_send_each_count() -> None:
+    kept = Counter(v["user_id"] for _, v in VIEWS if v["page"] != "/help")
+    assert 0 < sum(kept.values()) < len(VIEWS)
+    for app in (jobs.one_stage_app, jobs.two_stage_app):
+        driver = TestDriver(app(CONFIG))
+        driver.pipe_all("views", VIEWS)
+        assert driver.state("counts") == dict(kept), app.__name__
+        sent = driver.read("out")
+        assert len(sent) == sum(kept.values())
+        assert {k: n for k, n in sent} == dict(kept)  # the last count sent per user
+
+
+def _run(rate: float, cpu: float) -> dict[str, Any]:
+    return {"ok": True, "correct": True, "msgs_per_s": rate, "cpu_s": cpu,
+            "messages": 1_000_000, "msgs_per_s_to_90pct_sent": rate * 2}
+
+
+def test_dataflow_targets_pair_runs_and_rounds() -> None:
+    count = {report.DF_KEYS[k]: {"runs": [_run(*a), _run(*b)]} for k, a, b in (
+        ("eo", (200.0, 4.0), (100.0, 4.0)), ("task-eo", (200.0, 5.0), (50.0, 5.0)),
+        ("bytewax", (20.0, 30.0), (10.0, 30.0)), ("quix-alo", (25.0, 30.0), (20.0, 30.0)),
+        ("one", (100.0, 8.0), (100.0, 8.0)), ("two", (30.0, 16.0), (40.0, 16.0)))}
+    limits = {"runs": {"consume_json": [{"msgs_per_s": 400.0}, {"msgs_per_s": 500.0}]}}
+    results = {"dataflow": {"count": count, "limits": limits}}
+    got = {t["target"]: t for t in report.targets(results)}
+    share = got["dataflow count (effectively-once) >= 65% of consume + JSON decode"]
+    assert share["value"] == 0.35 and share["status"] == "miss"  # (50% + 20%) / 2, per round
+    assert got["dataflow count (effectively-once) >= 5x Bytewax (recovery on)"]["value"] == 10.0
+    assert got["dataflow count (effectively-once) vs Bytewax (recovery on), by CPU s per "
+               "message"]["value"] == 7.5
+    quix = got["dataflow count (effectively-once) >= 10x Quix (at-least-once)"]
+    assert quix["value"] == 6.5 and quix["status"] == "miss"
+    hop = got["repartition hop (key_by) cost <= 40%, first message -> 90% of the counts sent"]
+    assert round(hop["value"], 6) == 0.65 and hop["status"] == "miss"
+    table = report.readme_table({**results, "meta": _meta(), "workload_conditions": {}})
+    assert "| Bytewax |" in table and "two-stage" in table and "hop cost <= 40%" in table
+
+
+def _meta() -> dict[str, Any]:
+    return {"machine": {"nproc": 2, "cpu_model": "x", "ram_gib": 1}, "versions": {},
+            "date": "2026-11-26T00:00:00+00:00", "command": "python -m benchmarks.run",
+            "sizes": {"messages": 1_000_000, "users": 100, "partitions": 4}, "runs": 2,
+            "commit_ms": 5000, "systems": ["millpond", "bytewax"], "workloads": ["dataflow"]}
