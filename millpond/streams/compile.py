@@ -145,8 +145,9 @@ def compile_properties(props: Properties) -> Properties:
         for key, value in defaults.items():
             if f"stores.{name}.{key}" not in props:
                 props.set(f"stores.{name}.{key}", value, file, line)
-    watches_clock = any(node.kind == "process" or (node.kind == "window" and node.fn.idle)
-                        for node in app.stores.values())
+    watches_clock = any(node.kind == "process" or (
+        node.kind == "window" and (node.fn.idle or node.fn.early_ms))
+        for node in app.stores.values())
     if watches_clock and "task.window.ms" not in props:
         # processing-time timers are looked at in window(), this often
         props.set("task.window.ms", str(PROCESSING_TIMER_MS), file, line)

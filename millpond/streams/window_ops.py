@@ -70,11 +70,24 @@ def time_window(node: Node, env: Any, emit: Step) -> Step:
     agg = spec.aggregation
     assert agg is not None
     init, add, result = agg.init, agg.add, agg.result
+    every = spec.early_records
+    if every is not None:  # the state counts the window's records: [n, state]
+        init0, add0, result0 = init, add, result
+
+        def init() -> Any:
+            return [0, init0()]
+
+        def add(state: Any, value: Any) -> Any:
+            return [state[0] + 1, add0(state[1], value)]
+
+        def result(state: Any) -> Any:
+            return result0(state[1])
     size, step_ms, grace, ts_of = spec.size, spec.step, spec.grace, spec.timestamp
     final, late_to, send = spec.mode == "final", spec.late_to, env.send
     store = env.store(label)
     dumps = orjson.dumps
     clock = {"now": store.get(STREAM_TIME) or -1, "next": first_end(store)}
+    updated: set[str] = set()  # windows updated since the last early results by time
 
     def close() -> None:
         cutoff = clock["now"] - grace  # windows that end at or before it are closed
@@ -93,6 +106,30 @@ def time_window(node: Node, env: Any, emit: Step) -> Step:
         clock["next"] = first_end(store)
 
     saw_record = _idle_ticks(spec, env, clock, store, close, grace)
+
+    def early(state: Any, start: int, end: int) -> dict[str, Any]:
+        try:
+            out = result(state)
+        except Exception as exc:
+            raise OperatorError(label, exc) from exc
+        return {"start": start, "end": end, "value": out, "early": True}
+
+    early_ms = spec.early_ms
+    if early_ms is not None:
+        last = {"at": env.clock.now()}
+
+        def tick(now_wall: int) -> None:
+            if now_wall - last["at"] < early_ms:
+                return
+            last["at"] = now_wall
+            for window in sorted(updated):
+                state = store.get(window)
+                if state is not None:  # (closed meanwhile: its final result went out)
+                    end, start, key = parse_window_key(window)
+                    emit(key, early(state, start, end), now_wall)
+            updated.clear()
+
+        env.clock.ticks.append(tick)
 
     def step(key: Any, value: Any, ts: int) -> None:
         t = _time_of(label, ts_of, value, ts)
@@ -123,6 +160,10 @@ def time_window(node: Node, env: Any, emit: Step) -> Step:
                 clock["next"] = end
             if not final:
                 emit(key, {"start": start, "end": end, "value": out}, ts)
+            elif every is not None and state[0] % every == 0:
+                emit(key, early(state, start, end), ts)
+            if early_ms is not None:
+                updated.add(window)
             start -= step_ms
         if not taken:
             env.late(label)

@@ -45,6 +45,8 @@ class WindowSpec:
     aggregation: Aggregation | None = None
     mode: str | None = None  # final, current (None until chosen)
     idle: int | None = None  # ms of wall clock without a record that move stream time on
+    early_records: int | None = None  # final(): also an early result every N records
+    early_ms: int | None = None  # final(): also early results of updated windows every T ms
 
 
 def window_key(end: int, start: int, key: Any) -> str:
@@ -145,10 +147,25 @@ class WindowedAggregate:
         self._spec.mode = mode
         return self._stream
 
-    def final(self) -> Stream:
+    def final(self, *, early_every_records: int | None = None,
+              early_every_ms: int | None = None) -> Stream:
         """One result per key and window, when the window closes (stream time reaches its end
         plus the grace period); its timestamp is the window's last millisecond. Under
-        ``exactly-once``, each appears once for a ``read_committed`` reader."""
+        ``exactly-once``, each appears once for a ``read_committed`` reader.
+
+        Early results (Samza's early triggers; tumbling and hopping windows): with
+        ``early_every_records``, a window's result so far after every N-th record it takes;
+        with ``early_every_ms``, the results of the windows updated since, every T ms of the
+        wall clock. Early results carry ``"early": True``; the final one still follows."""
+        if early_every_records is not None or early_every_ms is not None:
+            if self._spec.kind not in ("tumbling", "hopping"):
+                raise DataflowError(f"window {self._name!r}: early results are for tumbling "
+                                    "and hopping windows")
+            if early_every_records is not None:
+                self._spec.early_records = _positive("early_every_records",
+                                                     early_every_records)
+            if early_every_ms is not None:
+                self._spec.early_ms = _positive("early_every_ms", early_every_ms)
         return self._mode("final")
 
     def current(self) -> Stream:

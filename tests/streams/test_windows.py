@@ -257,3 +257,29 @@ def test_idle_close_moves_a_quiet_stream_time_on_with_the_wall_clock() -> None:
     driver.pipe("v", "k", None, 100)
     driver.advance_time(3_600_000)
     assert driver.read("out") == []  # without idle_close_ms closing follows event time only
+
+
+def test_early_results_every_n_records_and_every_t_ms_before_the_final_one() -> None:
+    app = App()
+    (app.source("v").tumbling_window(100).count("c")
+     .final(early_every_records=2).to("out"))
+    driver = TestDriver(app)
+    driver.pipe_all("v", [("k", None, t) for t in (1, 2, 3, 4, 5)] + [("k", None, 100)])
+    assert driver.read("out") == [
+        ("k", {"start": 0, "end": 100, "value": 2, "early": True}),
+        ("k", {"start": 0, "end": 100, "value": 4, "early": True}),
+        ("k", {"start": 0, "end": 100, "value": 5})]
+    timed = App()
+    timed.source("v").tumbling_window(100).sum("s").final(early_every_ms=1_000).to("out")
+    driver = TestDriver(timed, start_time=50_000)
+    driver.pipe_all("v", [("a", 1, 10), ("b", 2, 20), ("a", 3, 30)])
+    driver.advance_time(999)
+    assert driver.read("out") == []
+    driver.advance_time(1)
+    assert driver.read("out", timestamps=True) == [
+        ("a", {"start": 0, "end": 100, "value": 4, "early": True}, 51_000),
+        ("b", {"start": 0, "end": 100, "value": 2, "early": True}, 51_000)]
+    driver.advance_time(1_000)
+    assert driver.read("out") == []  # nothing updated since
+    with pytest.raises(DataflowError, match="early results are for tumbling and hopping"):
+        App().source("v").session_window(10).count("x").final(early_every_records=3)
