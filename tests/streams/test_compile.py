@@ -40,6 +40,16 @@ def test_each_operator_gets_a_logged_rocksdb_store_keyed_like_its_records(
         assert store.backup_enabled
 
 
+def test_the_compiled_app_class_is_not_reported_as_ignored(
+    compiled: Callable[..., Config],
+) -> None:
+    """`millpond run` logged "ignoring app.class ...: when task.class is set" for every app:
+    the task.class is the one compiled from it."""
+    config = compiled()
+    assert config.get("task.class") == "millpond.streams.runtime.DataflowTask"
+    assert "app.class" not in config.ignored
+
+
 def test_a_key_that_tunes_an_operator_store_keeps_its_other_defaults(
     compiled: Callable[..., Config],
 ) -> None:
