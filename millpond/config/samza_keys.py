@@ -356,10 +356,12 @@ def ignored_reason(key: str, props: Mapping[str, str] | None = None) -> str | No
 
     Covers the table's ignored rows and ``systems.<s>.consumer|producer.*`` keys librdkafka
     does not get (Java-client-only). ``app.class`` counts as ignored only next to a
-    ``task.class`` (``props`` given)."""
+    ``task.class`` (``props`` given), and never when it names a millpond app
+    (``module:attribute``, whose compiled config has the task.class that runs it)."""
     entry = samza_key(key)
     if entry is not None and entry.fate == "ignored":
-        if key == "app.class" and props is not None and not props.get("task.class", "").strip():
+        if key == "app.class" and props is not None and (
+                not props.get("task.class", "").strip() or ":" in props.get("app.class", "")):
             return None
         return entry.note
     match = _CLIENT_KEY.fullmatch(key)

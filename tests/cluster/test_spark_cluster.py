@@ -3,7 +3,7 @@
 A master and two workers run as their own JVMs (``millpond.dev.spark``, from the jars the
 pyspark package ships); each command runs as ``spark-submit --master spark://...
 "$(millpond spark submit-script)" <command> ...`` with executors on both workers, and its
-results are compared with the same command in local mode.
+results are compared with the same command in local mode, or with the job's own stores.
 """
 
 from __future__ import annotations
@@ -137,6 +137,52 @@ def test_rebuild_audit_snapshot_on_a_standalone_cluster(
     assert all(per_worker), f"executor directories per worker: {per_worker}"
     apps = cluster.master_state()["completedapps"]
     assert len(apps) >= 3 and all(a["state"] == "FINISHED" for a in apps), apps
+
+
+def test_rebuild_and_audit_of_a_dataflows_stores_on_a_standalone_cluster(
+    cluster: Any, kafka_bootstrap: str, topic_name: Callable[[str], str], tmp_path: Path,
+) -> None:
+    """The stores of a dataflow app (app.class, compiled by every command): ``page-counts``
+    after a key_by (JSON keys, partitioned by the internal topic) and ``user-stats`` on the
+    source's keys (dumped beside it). rebuild of the re-keyed store gives RocksDB directories
+    holding the job's state; audit finds its changelog equal to the live store."""
+    from tests.streams.test_tooling import APP, PARTITIONS, expected_state, produce_views
+
+    source, name = topic_name("views"), topic_name("app")
+    create_topic(kafka_bootstrap, source, PARTITIONS)
+    expected = expected_state(produce_views(kafka_bootstrap, source, 0, 3000))
+    props = {"job.name": name, "app.class": APP, "views.topic": source,
+             "systems.kafka.bootstrap.servers": kafka_bootstrap,
+             "systems.kafka.samza.key.serde": "string", "systems.kafka.samza.msg.serde": "json",
+             "job.logged.store.base.dir": str(tmp_path / "state"),
+             # a changelog record per update (7 pages, 3000 views), tuning the compiled store
+             "stores.page-counts.object.cache.size": 0}
+    conf = write_properties(tmp_path / "app.properties", props)
+    ran = run_job(conf, "--bounded", timeout=TIMEOUT)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    for store in ("page-counts", "user-stats"):
+        assert dump_store(conf, store) == expected[store]
+
+    # rebuild of the re-keyed store: its changelog is the job's, its state the job's
+    adopt = tmp_path / "adopt"
+    rebuilt = _json(submit(cluster, "rebuild", "--config", str(conf), "--store", "page-counts",
+                           "--at-checkpoint", "--rocksdb-base-dir", str(adopt)))
+    assert (rebuilt["topic"], rebuilt["keys"]) == (f"{name}-1-page-counts-changelog",
+                                                   len(expected["page-counts"]))
+    assert rebuilt["records_read"] >= 3000  # the last record of each key wins
+    assert sorted(rebuilt["rocksdb_dirs"]) == [
+        str(adopt / name / "page-counts" / f"partition-{p}") for p in range(PARTITIONS)]
+    adopted = write_properties(tmp_path / "adopted.properties", {
+        **props, "job.logged.store.base.dir": str(adopt)})
+    assert dump_store(adopted, "page-counts") == expected["page-counts"]
+
+    # audit: the changelog equals the job's store directories, key for key
+    audited = _json(submit(cluster, "audit", "--config", str(conf), "--store", "page-counts",
+                           "--at-checkpoint"))
+    assert audited["ok"] is True
+    assert audited["totals"] == {"matching": len(expected["page-counts"]), "missing": 0,
+                                 "extra": 0, "differing": 0}
+    assert sorted(audited["partitions"]) == [str(p) for p in range(PARTITIONS)]
 
 
 def test_bootstrap_on_a_standalone_cluster_then_count(

@@ -8,10 +8,6 @@ from typing import Any
 
 import pytest
 
-# The session's S3 server (S3Proxy) of tests/backup, for test_backup_faults.py and the
-# chaos runs with backups on.
-from tests.backup.conftest import s3  # noqa: F401
-
 ROWS: list[dict[str, Any]] = []
 SUMMARY = Path(__file__).resolve().parents[2] / "benchmarks" / "out" / "faults-summary.md"
 

@@ -29,7 +29,7 @@ from millpond.backup import BackupLocation
 from millpond.changelog.checkpoint import Checkpoint, checkpoint_topic
 from millpond.config import Config
 from millpond.ops.offline import Job
-from tests.backup.conftest import S3, running_s3
+from tests.conftest import S3, running_s3
 from tests.kafka_util import (
     MILLPOND,
     REPO,

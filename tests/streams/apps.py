@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from millpond.streams import App, count, total
 
 # The counting job of tests/jobs/counting.py as a dataflow: every new count per user.
@@ -36,3 +38,14 @@ def _forget(ctx, timer):  # type: ignore[no-untyped-def]
 # A process operator with timers, for the compile test
 timed = App()
 timed.source("page-views").process("last-view", _remember, _forget).to("expired")
+
+
+def views_by_page_and_user(config: Any) -> App:
+    """Page views of topic ``views.topic`` (keyed by user): counted per page through a
+    key_by (``page-counts``, JSON keys) and aggregated per user on the source key
+    (``user-stats``: views and seconds spent)."""
+    app = App()
+    views = app.source(config.get("views.topic") or "page-views")
+    views.key_by("by-page", lambda v: v["page"]).count("page-counts")
+    views.agg("user-stats", n=count(), seconds=total(lambda v: v["seconds"]))
+    return app
