@@ -14,6 +14,7 @@ a dataflow's state unchanged. The added keys are located at the ``app.class`` li
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -104,7 +105,12 @@ def compile_properties(props: Properties) -> Properties:
     the defaults of its store under the ``stores.<name>.*`` keys the user set."""
     if ":" not in (props.get(APP_KEY) or "") or props.get("task.class") == DATAFLOW_TASK:
         return props
-    config = Config.from_properties(_without_partial_stores(props))
+    config_log = logging.getLogger("millpond.config")
+    was, config_log.disabled = config_log.disabled, True  # its lines come with the final one
+    try:
+        config = Config.from_properties(_without_partial_stores(props))
+    finally:
+        config_log.disabled = was
     app = load_app(config)
     props = props.copy()
     file, line = props.location(APP_KEY) or ("<app.class>", 0)
