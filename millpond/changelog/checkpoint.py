@@ -24,6 +24,7 @@ from typing import Any
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE
 
 from millpond.changelog.errors import CheckpointError
+from millpond.files import write_atomically
 from millpond.stores import permissions
 
 OFFSET_FILE = "OFFSET"
@@ -100,18 +101,8 @@ class StoreOffset:
 def write_offset_file(store_dir: Path, offset: StoreOffset) -> None:
     """Atomically write ``OFFSET`` in ``store_dir`` (temp file, fsync, rename, fsync dir),
     with the file mode of the store's directory (``store_dir``'s parent)."""
-    tmp = store_dir / f".{OFFSET_FILE}.tmp"
     mode = permissions.file_mode(permissions.mode_of(store_dir.parent))
-    with open(permissions.create_file(tmp, mode), "w") as fh:
-        fh.write(offset.to_json())
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, store_dir / OFFSET_FILE)
-    dir_fd = os.open(store_dir, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    write_atomically(store_dir / OFFSET_FILE, offset.to_json(), mode)
 
 
 def read_offset_file(store_dir: Path) -> StoreOffset | None:

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from millpond.changelog import local
+from millpond.files import write_atomically
 from millpond.stores import permissions
 from millpond.stores.api import StorageEngine
 from millpond.stores.errors import StoreError
@@ -30,20 +31,11 @@ SIDE_INPUTS_FILE = "SIDE_INPUTS"
 def write_offsets(live: Path, store: str, partition: int, offsets: dict[str, int]) -> None:
     """Atomically record that ``live`` reflects the side inputs up to ``offsets`` (the
     directory's files given the store's modes)."""
-    tmp = live / f".{SIDE_INPUTS_FILE}.tmp"
     doc = {"version": 1, "store": store, "partition": partition, "offsets": offsets}
     mode = local.store_mode(live)
     permissions.apply(live, mode)  # the files RocksDB wrote since
-    with open(permissions.create_file(tmp, permissions.file_mode(mode)), "w") as fh:
-        fh.write(json.dumps(doc, sort_keys=True))
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, live / SIDE_INPUTS_FILE)
-    fd = os.open(live, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    write_atomically(live / SIDE_INPUTS_FILE, json.dumps(doc, sort_keys=True),
+                     permissions.file_mode(mode))
 
 
 def read_offsets(live: Path) -> dict[str, int] | None:
