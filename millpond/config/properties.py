@@ -26,13 +26,16 @@ class Properties(Mapping[str, str]):
 
     Line 0 means the value did not come from a file line (e.g. a command-line override).
     ``source`` names the file (or text) the properties were read from: errors about a key
-    that is missing altogether point at it.
+    that is missing altogether point at it. ``prefix`` is what was cut from every key when
+    these are a part of a larger set (``stores.<name>.``; see
+    :func:`millpond.config.values.sub_properties`), so errors can name the full key.
     """
 
-    def __init__(self, source: str | None = None) -> None:
+    def __init__(self, source: str | None = None, prefix: str = "") -> None:
         self._values: dict[str, str] = {}
         self._locations: dict[str, tuple[str, int]] = {}
         self.source = source
+        self.prefix = prefix
 
     def __getitem__(self, key: str) -> str:
         return self._values[key]
@@ -56,7 +59,7 @@ class Properties(Mapping[str, str]):
         return self._locations.get(key)
 
     def copy(self) -> Properties:
-        new = Properties(self.source)
+        new = Properties(self.source, self.prefix)
         new._values = dict(self._values)
         new._locations = dict(self._locations)
         return new
