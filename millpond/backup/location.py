@@ -31,12 +31,14 @@ from millpond.changelog import local
 from millpond.changelog.checkpoint import task_name
 from millpond.changelog.snapshots import SnapshotRef
 from millpond.config import BackupConfig, Config
+from millpond.config.values import deep_merge
 from millpond.stores import permissions
 
 log = logging.getLogger(__name__)
 
 # s3fs/botocore wait 60 s per connection attempt by default: a backup falling behind is
-# better than a task open stalled by an unreachable bucket. Options given by the user win.
+# better than a task open stalled by an unreachable bucket. Options given by the user win,
+# key by key (config_kwargs.read_timeout=60 keeps the connect timeout and the retries).
 S3_DEFAULTS: dict[str, Any] = {
     "config_kwargs": {"connect_timeout": 5, "read_timeout": 30,
                       "retries": {"max_attempts": 2, "mode": "standard"}},
@@ -60,7 +62,7 @@ def _filesystem(uri: str, options: dict[str, Any]) -> tuple[Any, str]:
             "pip install 'millpond[s3]'") from exc
     opts = dict(options)
     if uri.startswith(("s3://", "s3a://")):
-        opts = {**S3_DEFAULTS, **opts}
+        opts = deep_merge(S3_DEFAULTS, opts)  # a user's config_kwargs.x keeps the other defaults
     try:
         return url_to_fs(uri, **opts)
     except (ImportError, ValueError) as exc:

@@ -244,7 +244,9 @@ KEYS: tuple[Key, ...] = (
         default="3", minimum=1),
     Key("job.state.backup.options.<prop>", "passthrough", "Passed to the fsspec file system "
         "(s3fs); a dotted name nests (`options.client_kwargs.endpoint_url`), `true`/`false` "
-        "become booleans.", "backups"),
+        "become booleans and numbers ints or floats (not `key`, `secret`, `token`, "
+        "`password`); merged key by key into the S3 defaults (`config_kwargs.connect_timeout=5`, "
+        "`read_timeout=30`, `retries.max_attempts=2`).", "backups"),
     # -- metrics -----------------------------------------------------------------------------
     Key("metrics.reporters", "string", "`prometheus` serves metrics; a Samza reporter with a "
         "`metrics.reporter.<name>.class` is ignored.", "metrics"),

@@ -5,11 +5,13 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from millpond.config.errors import ConfigError
 from millpond.config.properties import Properties
 
 _INT = re.compile(r"[+-]?[0-9]+")
+_DECIMAL = re.compile(r"[+-]?[0-9]*\.[0-9]+")
 _BOOLS = {"true": True, "false": False}
 
 
@@ -102,6 +104,37 @@ def check_range(number: int, minimum: int | None = None, maximum: int | None = N
     if maximum is not None and number > maximum:
         raise ValueError(f"must be at most {maximum}, got {number}")
     return number
+
+
+def parse_scalar(text: str) -> bool | int | float | str:
+    """A pass-through option's value typed as a library expects it: ``true``/``false`` (any
+    case) a bool, an integer (:func:`parse_int`) an int, a decimal such as ``2.5`` a float,
+    anything else the text, stripped."""
+    stripped = text.strip()
+    if stripped.lower() in _BOOLS:
+        return _BOOLS[stripped.lower()]
+    if _INT.fullmatch(stripped):
+        return int(stripped)
+    if _DECIMAL.fullmatch(stripped):
+        return float(stripped)
+    return stripped
+
+
+def deep_merge(defaults: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """``defaults`` with ``overrides`` merged in, nested mappings key by key (a user's
+    ``config_kwargs.read_timeout`` keeps the default ``config_kwargs.connect_timeout``); a
+    value that is not a mapping on both sides is replaced. Neither argument is changed."""
+    out: dict[str, Any] = {k: _copy(v) for k, v in defaults.items()}
+    for key, value in overrides.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = _copy(value)
+    return out
+
+
+def _copy(value: Any) -> Any:
+    return deep_merge({}, value) if isinstance(value, Mapping) else value
 
 
 def get_int(props: Properties, key: str, default: int, minimum: int | None = None,

@@ -88,3 +88,14 @@ def test_metrics_port_is_an_integer_with_a_location(tmp_path: Path, text: str,
     message = str(info.value)
     assert message.startswith(f"{path}:2: metrics.reporter.prometheus.port: "), message
     assert says in message
+
+
+def test_parse_scalar_and_deep_merge() -> None:
+    from millpond.config.values import deep_merge, parse_scalar
+
+    assert [parse_scalar(t) for t in ("60", " -1 ", "2.5", "True", "1_000", "٣", "x")] == \
+        [60, -1, 2.5, True, "1_000", "٣", "x"]
+    defaults = {"a": {"b": 1, "c": {"d": 2}}, "e": 3}
+    merged = deep_merge(defaults, {"a": {"c": {"f": 4}}, "e": {"g": 5}})
+    assert merged == {"a": {"b": 1, "c": {"d": 2, "f": 4}}, "e": {"g": 5}}
+    assert defaults == {"a": {"b": 1, "c": {"d": 2}}, "e": 3}, "the defaults are not changed"
