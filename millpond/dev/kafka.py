@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from millpond.dev import procs
+from millpond.dev import properties as java_properties
 from millpond.dev.errors import BrokerStartError, ToolMissingError
 from millpond.dev.maven import COMPLETE_MARKER, fetch_jars
 from millpond.dev.tls import write_private
@@ -275,7 +276,7 @@ class LocalKafka:
         (self.data_dir / "logs").mkdir(exist_ok=True)
         conf = self.data_dir / "server.properties"
         # 0600: a secured broker's file holds its users' passwords (JAAS settings).
-        write_private(conf, "".join(f"{k}={v}\n" for k, v in self.server_properties().items()))
+        java_properties.write(conf, self.server_properties(), 0o600)
         if not (self.data_dir / "kraft-logs" / "meta.properties").exists():
             self._format(libs, conf)
         out = open(self.data_dir / "logs" / "broker.out", "ab")  # noqa: SIM115 - owned by the child

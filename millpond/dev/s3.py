@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from millpond.dev import procs
+from millpond.dev import properties as java_properties
 from millpond.dev.errors import BrokerStartError
 from millpond.dev.kafka import Echo, _port_free, _quiet, cache_root, require_java17
 from millpond.dev.maven import COMPLETE_MARKER, fetch_jars
@@ -126,7 +127,7 @@ class LocalS3:
         libs = provision(self.version, echo)
         (self.data_dir / "buckets").mkdir(parents=True, exist_ok=True)
         conf = self.data_dir / "s3proxy.conf"
-        conf.write_text("".join(f"{k}={v}\n" for k, v in self.properties().items()))
+        java_properties.write(conf, self.properties())
         logback = resources.files("millpond.dev").joinpath("s3proxy-logback.xml")
         out = open(self.data_dir / "s3proxy.out", "ab")  # noqa: SIM115 - owned by the child
         try:
