@@ -32,6 +32,7 @@ from millpond.changelog.checkpoint import task_name
 from millpond.changelog.snapshots import SnapshotRef
 from millpond.config import BackupConfig, Config
 from millpond.config.values import deep_merge
+from millpond.files import stream_digest
 from millpond.stores import permissions
 
 log = logging.getLogger(__name__)
@@ -309,23 +310,17 @@ class BackupLocation:
     def verify(self, manifest: Manifest) -> list[str]:
         """What is wrong with a stored snapshot (missing files, sizes, checksums), read in
         place without writing anything locally; empty if it is sound."""
-        import hashlib
-
         root = self.partition_root(manifest.store, manifest.partition)
         problems = []
         for f in manifest.files:
-            digest = hashlib.sha256()
-            size = 0
             try:
                 with self.fs.open(f"{root}/{f.path}", "rb") as fh:
-                    while chunk := fh.read(1 << 20):
-                        digest.update(chunk)
-                        size += len(chunk)
+                    digest, size = stream_digest(fh, "sha256")
             except FileNotFoundError:
                 problems.append(f"{f.path}: missing")
                 continue
             if size != f.size:
                 problems.append(f"{f.path}: {size} bytes, the manifest says {f.size}")
-            elif digest.hexdigest() != f.sha256:
+            elif digest != f.sha256:
                 problems.append(f"{f.path}: SHA-256 mismatch")
         return problems
