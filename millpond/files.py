@@ -52,13 +52,13 @@ def write_atomically(path: Path | str, data: str | bytes, mode: int | None = Non
         os.fsync(fd)
     except BaseException:
         os.close(fd)
-        _unlink(tmp)
+        remove_file(tmp)
         raise
     os.close(fd)
     try:
         os.replace(tmp, path)
     except BaseException:
-        _unlink(tmp)
+        remove_file(tmp)
         raise
     fsync_dir(path.parent)
 
@@ -117,7 +117,7 @@ def remove_tree(path: Path) -> None:
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path)
     else:
-        _unlink(path)
+        remove_file(path)
 
 
 def remove_dir(target: Path) -> None:
@@ -167,9 +167,12 @@ def _fsync_file(path: Path) -> None:
         os.close(fd)
 
 
-def _unlink(path: Path) -> None:
+def remove_file(path: Path | str) -> None:
+    """Delete the file ``path`` if it exists."""
     try:
         os.unlink(path)
     except FileNotFoundError:
         pass
+
+
 

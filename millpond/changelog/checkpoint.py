@@ -15,7 +15,6 @@ last changelog offset of each store. It is kept in two places:
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +23,7 @@ from typing import Any
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE
 
 from millpond.changelog.errors import CheckpointError
-from millpond.files import write_atomically
+from millpond.files import remove_file, write_atomically
 from millpond.stores import permissions
 
 OFFSET_FILE = "OFFSET"
@@ -124,10 +123,7 @@ def read_offset_file(store_dir: Path) -> StoreOffset | None:
 
 def clear_offset_file(store_dir: Path) -> None:
     """Remove ``OFFSET``: the store is about to hold writes no checkpoint describes."""
-    try:
-        os.unlink(store_dir / OFFSET_FILE)
-    except FileNotFoundError:
-        pass
+    remove_file(store_dir / OFFSET_FILE)
 
 
 def read_checkpoints(

@@ -106,16 +106,22 @@ def replace_with_checkpoint(live: Path) -> bool:
     files.settle_dir(ckpt)  # a checkpoint install cut short: its previous checkpoint is back
     if not ckpt.is_dir():
         return False
-    wipe(live)
-    mode = store_mode(live)
-    permissions.make_dir(live, mode)
-    for entry in ckpt.iterdir():
-        if entry.suffix == ".sst":
-            os.link(entry, live / entry.name)
-        else:
-            shutil.copy2(entry, live / entry.name)
-    permissions.apply(live, mode)
+    copy_checkpoint(ckpt, live)
     return True
+
+
+def copy_checkpoint(checkpoint: Path, dest: Path) -> None:
+    """Make the new directory ``dest`` (wiped first) a private copy of ``checkpoint``: SST
+    files (immutable) hard-linked, the rest copied; with the modes of the store's directory."""
+    wipe(dest)
+    mode = store_mode(dest)
+    permissions.make_dir(dest, mode)
+    for entry in checkpoint.iterdir():
+        if entry.suffix == ".sst":
+            os.link(entry, dest / entry.name)
+        else:
+            shutil.copy2(entry, dest / entry.name)
+    permissions.apply(dest, mode)
 
 
 def wipe(path: Path) -> None:

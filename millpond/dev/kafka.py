@@ -248,10 +248,8 @@ class LocalKafka:
 
     def status(self) -> BrokerStatus:
         """Whether a broker for this data dir runs, and where."""
-        state = self._read_state()
-        pid = procs.int_of(state, "pid")
-        running = pid is not None and procs.is_ours(pid, self._markers(), state.get("started"))
-        return BrokerStatus(running, pid if running else None, self.bootstrap, self.data_dir)
+        pid = procs.running_pid(self._state_path(), self._markers())
+        return BrokerStatus(pid is not None, pid, self.bootstrap, self.data_dir)
 
     def status_line(self) -> tuple[bool, str]:
         """Whether it runs, and one line for ``millpond dev kafka status``."""
@@ -356,12 +354,10 @@ class LocalKafka:
 
     def stop(self, timeout: float = 30.0) -> bool:
         """Stop the broker cleanly (SIGTERM, then SIGKILL after ``timeout``); True if it ran."""
-        state = self._read_state()
-        pid = procs.int_of(state, "pid")
-        if pid is None or not procs.terminate([(pid, self._markers(), state.get("started"))],
-                                              timeout):
+        pid = procs.stop_recorded(self._state_path(), self._markers(), timeout)
+        if pid is None:
             return False
         if self._proc is not None and self._proc.pid == pid:
-            self._proc.wait(timeout=10)
+            self._proc.wait(timeout=10)  # our child: reap it
         self._proc = None
         return True

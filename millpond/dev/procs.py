@@ -54,6 +54,23 @@ def write_state(path: Path, state: dict[str, Any]) -> None:
     write_atomically(path, json.dumps(state))
 
 
+def running_pid(path: Path, markers: Sequence[str]) -> int | None:
+    """The pid the state file at ``path`` names, if that process runs and :func:`is_ours`."""
+    state = read_state(path)
+    pid = int_of(state, "pid")
+    return pid if pid is not None and is_ours(pid, markers, state.get("started")) else None
+
+
+def stop_recorded(path: Path, markers: Sequence[str], timeout: float) -> int | None:
+    """:func:`terminate` the process the state file at ``path`` names; its pid if it was
+    ours and running, else None."""
+    state = read_state(path)
+    pid = int_of(state, "pid")
+    if pid is None or not terminate([(pid, markers, state.get("started"))], timeout):
+        return None
+    return pid
+
+
 def alive(pid: int) -> bool:
     """True if ``pid`` runs and is not a zombie."""
     try:

@@ -102,10 +102,8 @@ class LocalS3:
 
     def status(self) -> S3Status:
         """Whether a server for this data dir runs, and where."""
-        state = self._read_state()
-        pid = procs.int_of(state, "pid")
-        running = pid is not None and procs.is_ours(pid, self._markers(), state.get("started"))
-        return S3Status(running, pid if running else None, self.endpoint, self.data_dir)
+        pid = procs.running_pid(self._state_path(), self._markers())
+        return S3Status(pid is not None, pid, self.endpoint, self.data_dir)
 
     def status_line(self) -> tuple[bool, str]:
         """Whether it runs, and one line for ``millpond dev s3 status``."""
@@ -173,11 +171,9 @@ class LocalS3:
 
     def stop(self, timeout: float = 30.0) -> bool:
         """Stop the server (SIGTERM, then SIGKILL after ``timeout``); True if it ran."""
-        state = self._read_state()
-        pid = procs.int_of(state, "pid")
-        if pid is None or not procs.terminate([(pid, self._markers(), state.get("started"))],
-                                              timeout):
+        pid = procs.stop_recorded(self._state_path(), self._markers(), timeout)
+        if pid is None:
             return False
         if self._proc is not None and self._proc.pid == pid:
-            self._proc.wait(timeout=10)
+            self._proc.wait(timeout=10)  # our child: reap it
         return True

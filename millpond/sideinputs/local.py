@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Callable
 from pathlib import Path
 
 from millpond.changelog import local
-from millpond.files import write_atomically
+from millpond.files import remove_file, write_atomically
 from millpond.stores import permissions
 from millpond.stores.api import StorageEngine
 from millpond.stores.errors import StoreError
@@ -52,10 +51,7 @@ def read_offsets(live: Path) -> dict[str, int] | None:
 
 def clear_offsets(live: Path) -> None:
     """Remove ``SIDE_INPUTS``: the store is about to hold writes no checkpoint describes."""
-    try:
-        os.unlink(live / SIDE_INPUTS_FILE)
-    except FileNotFoundError:
-        pass
+    remove_file(live / SIDE_INPUTS_FILE)
 
 
 def distrust(
