@@ -229,14 +229,18 @@ def checkpoint_show(config_path: Path, overrides: tuple[str, ...], fmt: str) -> 
 def checkpoint_set(config_path: Path, overrides: tuple[str, ...], partition: int,
                    offsets: tuple[str, ...]) -> None:
     """Set a task's input offsets; refuses while any process of the job runs."""
+    from millpond.config.values import parse_int
     from millpond.ops import offline
 
     inputs = {}
     for item in offsets:
         topic, sep, value = item.rpartition("=")
-        if not sep or not value.lstrip("-").isdigit():
-            raise click.BadParameter(f"{item!r} is not TOPIC=OFFSET", param_hint="--offset")
-        inputs[topic] = int(value)
+        try:
+            if not sep:
+                raise ValueError("no '='")
+            inputs[topic] = parse_int(value)
+        except ValueError:
+            raise click.BadParameter(f"{item!r} is not TOPIC=OFFSET", param_hint="--offset") from None
     ckpt = offline.set_checkpoint(_job(config_path, overrides), partition, inputs)
     click.echo(ckpt.to_bytes().decode())
 

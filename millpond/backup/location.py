@@ -31,12 +31,15 @@ from millpond.changelog import local
 from millpond.changelog.checkpoint import task_name
 from millpond.changelog.snapshots import SnapshotRef
 from millpond.config import BackupConfig, Config
+from millpond.config.values import deep_merge
+from millpond.files import stream_digest
 from millpond.stores import permissions
 
 log = logging.getLogger(__name__)
 
 # s3fs/botocore wait 60 s per connection attempt by default: a backup falling behind is
-# better than a task open stalled by an unreachable bucket. Options given by the user win.
+# better than a task open stalled by an unreachable bucket. Options given by the user win,
+# key by key (config_kwargs.read_timeout=60 keeps the connect timeout and the retries).
 S3_DEFAULTS: dict[str, Any] = {
     "config_kwargs": {"connect_timeout": 5, "read_timeout": 30,
                       "retries": {"max_attempts": 2, "mode": "standard"}},
@@ -60,7 +63,7 @@ def _filesystem(uri: str, options: dict[str, Any]) -> tuple[Any, str]:
             "pip install 'millpond[s3]'") from exc
     opts = dict(options)
     if uri.startswith(("s3://", "s3a://")):
-        opts = {**S3_DEFAULTS, **opts}
+        opts = deep_merge(S3_DEFAULTS, opts)  # a user's config_kwargs.x keeps the other defaults
     try:
         return url_to_fs(uri, **opts)
     except (ImportError, ValueError) as exc:
@@ -307,23 +310,17 @@ class BackupLocation:
     def verify(self, manifest: Manifest) -> list[str]:
         """What is wrong with a stored snapshot (missing files, sizes, checksums), read in
         place without writing anything locally; empty if it is sound."""
-        import hashlib
-
         root = self.partition_root(manifest.store, manifest.partition)
         problems = []
         for f in manifest.files:
-            digest = hashlib.sha256()
-            size = 0
             try:
                 with self.fs.open(f"{root}/{f.path}", "rb") as fh:
-                    while chunk := fh.read(1 << 20):
-                        digest.update(chunk)
-                        size += len(chunk)
+                    digest, size = stream_digest(fh, "sha256")
             except FileNotFoundError:
                 problems.append(f"{f.path}: missing")
                 continue
             if size != f.size:
                 problems.append(f"{f.path}: {size} bytes, the manifest says {f.size}")
-            elif digest.hexdigest() != f.sha256:
+            elif digest != f.sha256:
                 problems.append(f"{f.path}: SHA-256 mismatch")
         return problems

@@ -4,7 +4,6 @@ is an incomplete upload and is never used."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -12,19 +11,15 @@ from typing import Any
 
 from millpond.backup.errors import SnapshotCorruptError
 from millpond.changelog.snapshots import SnapshotRef
+from millpond.files import file_digest
 
 MANIFEST = "snapshot.json"
 VERSION = 1
-_CHUNK = 1 << 20
 
 
 def sha256_file(path: Path) -> str:
-    """The hex SHA-256 of a local file."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
+    """The hex SHA-256 of a local file (:func:`millpond.files.file_digest`)."""
+    return file_digest(path, "sha256")
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,7 @@ the interval tries again. An :class:`UploadObserver` (metrics) hears of every up
 from __future__ import annotations
 
 import logging
-import os
 import queue
-import shutil
 import tempfile
 import threading
 import time
@@ -28,7 +26,6 @@ from millpond.backup.manifest import Manifest
 from millpond.changelog import local
 from millpond.changelog.checkpoint import read_offset_file
 from millpond.changelog.errors import CheckpointError
-from millpond.stores import permissions
 
 log = logging.getLogger(__name__)
 
@@ -38,15 +35,7 @@ STAGING_SUFFIX = ".backup"
 def stage_checkpoint(checkpoint: Path, stage: Path) -> None:
     """A private copy of ``checkpoint`` in the new directory ``stage``: SST files (immutable)
     are hard-linked, the rest copied; with the modes of the store's directory."""
-    local.wipe(stage)
-    mode = local.store_mode(stage)
-    permissions.make_dir(stage, mode)
-    for entry in checkpoint.iterdir():
-        if entry.suffix == ".sst":
-            os.link(entry, stage / entry.name)
-        else:
-            shutil.copy2(entry, stage / entry.name)
-    permissions.apply(stage, mode)
+    local.copy_checkpoint(checkpoint, stage)
 
 
 class UploadObserver(Protocol):

@@ -15,7 +15,6 @@ last changelog offset of each store. It is kept in two places:
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE
 
 from millpond.changelog.errors import CheckpointError
+from millpond.files import remove_file, write_atomically
 from millpond.stores import permissions
 
 OFFSET_FILE = "OFFSET"
@@ -100,18 +100,8 @@ class StoreOffset:
 def write_offset_file(store_dir: Path, offset: StoreOffset) -> None:
     """Atomically write ``OFFSET`` in ``store_dir`` (temp file, fsync, rename, fsync dir),
     with the file mode of the store's directory (``store_dir``'s parent)."""
-    tmp = store_dir / f".{OFFSET_FILE}.tmp"
     mode = permissions.file_mode(permissions.mode_of(store_dir.parent))
-    with open(permissions.create_file(tmp, mode), "w") as fh:
-        fh.write(offset.to_json())
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, store_dir / OFFSET_FILE)
-    dir_fd = os.open(store_dir, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    write_atomically(store_dir / OFFSET_FILE, offset.to_json(), mode)
 
 
 def read_offset_file(store_dir: Path) -> StoreOffset | None:
@@ -133,10 +123,7 @@ def read_offset_file(store_dir: Path) -> StoreOffset | None:
 
 def clear_offset_file(store_dir: Path) -> None:
     """Remove ``OFFSET``: the store is about to hold writes no checkpoint describes."""
-    try:
-        os.unlink(store_dir / OFFSET_FILE)
-    except FileNotFoundError:
-        pass
+    remove_file(store_dir / OFFSET_FILE)
 
 
 def read_checkpoints(

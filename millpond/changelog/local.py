@@ -16,6 +16,7 @@ import shutil
 from pathlib import Path
 from typing import IO
 
+from millpond import files
 from millpond.changelog.checkpoint import task_name
 from millpond.changelog.errors import StoreLockedError
 from millpond.stores import permissions
@@ -88,6 +89,13 @@ class StoreLock:
             self._fh = None
 
 
+def existing_checkpoint(live: Path) -> Path | None:
+    """The checkpoint directory of the store at ``live``, read without changing anything:
+    :func:`checkpoint_dir`, or its ``.old`` copy if a crash interrupted
+    :func:`install_checkpoint` between its renames; None if there is neither."""
+    return files.existing_dir(checkpoint_dir(live))
+
+
 def replace_with_checkpoint(live: Path) -> bool:
     """Make ``live`` a private copy of its checkpoint; False if there is no checkpoint.
 
@@ -95,18 +103,25 @@ def replace_with_checkpoint(live: Path) -> bool:
     OPTIONS, OFFSET) is copied so the live store cannot modify the checkpoint.
     """
     ckpt = checkpoint_dir(live)
+    files.settle_dir(ckpt)  # a checkpoint install cut short: its previous checkpoint is back
     if not ckpt.is_dir():
         return False
-    wipe(live)
-    mode = store_mode(live)
-    permissions.make_dir(live, mode)
-    for entry in ckpt.iterdir():
-        if entry.suffix == ".sst":
-            os.link(entry, live / entry.name)
-        else:
-            shutil.copy2(entry, live / entry.name)
-    permissions.apply(live, mode)
+    copy_checkpoint(ckpt, live)
     return True
+
+
+def copy_checkpoint(checkpoint: Path, dest: Path) -> None:
+    """Make the new directory ``dest`` (wiped first) a private copy of ``checkpoint``: SST
+    files (immutable) hard-linked, the rest copied; with the modes of the store's directory."""
+    wipe(dest)
+    mode = store_mode(dest)
+    permissions.make_dir(dest, mode)
+    for entry in checkpoint.iterdir():
+        if entry.suffix == ".sst":
+            os.link(entry, dest / entry.name)
+        else:
+            shutil.copy2(entry, dest / entry.name)
+    permissions.apply(dest, mode)
 
 
 def wipe(path: Path) -> None:
@@ -115,14 +130,17 @@ def wipe(path: Path) -> None:
         shutil.rmtree(path)
 
 
+def wipe_checkpoint(live: Path) -> None:
+    """Delete the checkpoint of the store at ``live``, with any copy an interrupted
+    :func:`install_checkpoint` left (which would otherwise be put back)."""
+    files.remove_dir(checkpoint_dir(live))
+
+
 def install_checkpoint(tmp: Path, live: Path) -> None:
-    """Atomically make the freshly written ``tmp`` the checkpoint of ``live`` (given the
-    store's modes first: RocksDB created it with the umask's)."""
+    """Make the freshly written ``tmp`` the checkpoint of ``live`` (given the store's modes
+    first: RocksDB created it with the umask's), so a crash at any point leaves the previous
+    checkpoint or this one (:func:`millpond.files.replace_dir`; readers go through
+    :func:`existing_checkpoint` or :func:`replace_with_checkpoint`, which find the previous
+    one where a crash left it)."""
     permissions.apply(tmp, store_mode(live))
-    ckpt = checkpoint_dir(live)
-    old = ckpt.with_name(ckpt.name + ".old")
-    wipe(old)
-    if ckpt.exists():
-        os.replace(ckpt, old)
-    os.replace(tmp, ckpt)
-    wipe(old)
+    files.replace_dir(tmp, checkpoint_dir(live))

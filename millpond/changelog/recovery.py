@@ -131,8 +131,8 @@ class LocalState:
     @classmethod
     def read(cls, live: Path) -> LocalState:
         """Read both ``OFFSET`` files of the store at ``live``."""
-        ckpt = local.checkpoint_dir(live)
-        return cls(OffsetFile.read(live), OffsetFile.read(ckpt) if ckpt.is_dir() else OffsetFile())
+        ckpt = local.existing_checkpoint(live)
+        return cls(OffsetFile.read(live), OffsetFile.read(ckpt) if ckpt is not None else OffsetFile())
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,10 @@
 ``job.state.backup.uri`` turns backups on (any fsspec URL: ``s3://bucket/prefix``,
 ``file:///mnt/shared/prefix``); ``job.state.backup.options.<name>`` are passed to the
 fsspec filesystem, a dotted name nesting (``options.client_kwargs.endpoint_url`` becomes
-``{"client_kwargs": {"endpoint_url": ...}}``) and ``true``/``false`` becoming booleans.
+``{"client_kwargs": {"endpoint_url": ...}}``), ``true``/``false`` becoming booleans and
+numbers (``60``, ``2.5``) ints and floats, except the credentials (``key``, ``secret``,
+``token``, ``password``), which stay text. The backup location merges them into its own
+defaults key by key (:func:`millpond.config.values.deep_merge`).
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from typing import Any
 
 from millpond.config.properties import Properties
 from millpond.config.schema import int_default
-from millpond.config.values import error, get_int, with_prefix
+from millpond.config.values import error, get_int, parse_scalar, with_prefix
 
 URI = "job.state.backup.uri"
 INTERVAL = "job.state.backup.interval.ms"
@@ -21,6 +24,8 @@ RETAIN = "job.state.backup.retain"
 OPTIONS = "job.state.backup.options."
 DEFAULT_INTERVAL_MS = int_default(INTERVAL)  # from millpond.config.schema, which documents it
 DEFAULT_RETAIN = int_default(RETAIN)
+# Options kept as text even when they look like numbers (a secret of digits is still a string).
+TEXT_OPTIONS = frozenset({"key", "secret", "token", "password"})
 
 
 @dataclass(frozen=True)
@@ -55,8 +60,8 @@ def parse_backup(props: Properties) -> BackupConfig | None:
             if not isinstance(child, dict):
                 raise error(props, OPTIONS + name, f"{part!r} is already a plain option")
             node = child
-        text = value.strip()
-        node[parts[-1]] = {"true": True, "false": False}.get(text.lower(), text)
+        node[parts[-1]] = (value.strip() if parts[-1] in TEXT_OPTIONS
+                           else parse_scalar(value))
     return BackupConfig(
         uri=uri,
         interval_ms=get_int(props, INTERVAL, DEFAULT_INTERVAL_MS, minimum=0),

@@ -18,7 +18,8 @@ from millpond.config.systems import SystemConfig, parse_systems
 from millpond.config.values import StreamRef, describe, missing, where
 
 OVERRIDE = "override"
-_ENV_REF = re.compile(r"\$\{([^}]+)\}")
+# ``${NAME}``; ``$${NAME}`` is the escape that stands for ``${NAME}`` itself.
+_ENV_REF = re.compile(r"\$(\$?)\{([^}]+)\}")
 
 
 class Config:
@@ -101,7 +102,8 @@ class Config:
 
 
 def substitute_env(props: Properties, env: Mapping[str, str]) -> Properties:
-    """A copy of ``props`` with every ``${NAME}`` in values replaced from ``env``.
+    """A copy of ``props`` with every ``${NAME}`` in values replaced from ``env``, and every
+    ``$${NAME}`` by the text ``${NAME}`` (the escape for a value that must keep it).
 
     An unset variable is an error naming the key, file and line, except in a key millpond
     ignores (e.g. ``yarn.package.path=file://${basedir}/...``): that value stays as written.
@@ -112,7 +114,9 @@ def substitute_env(props: Properties, env: Mapping[str, str]) -> Properties:
             continue
 
         def lookup(match: re.Match[str], key: str = key) -> str:
-            name = match[1]
+            if match[1]:  # $${NAME}: the text ${NAME}, not looked up
+                return match[0][1:]
+            name = match[2]
             if name not in env:
                 if unresolved_ok(key, props):
                     return match[0]

@@ -19,6 +19,7 @@ _SEPARATORS = "=:"
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 _HEX4 = re.compile(r"[0-9a-fA-F]{4}")
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+_BOM = "\ufeff"
 
 
 class Properties(Mapping[str, str]):
@@ -26,13 +27,16 @@ class Properties(Mapping[str, str]):
 
     Line 0 means the value did not come from a file line (e.g. a command-line override).
     ``source`` names the file (or text) the properties were read from: errors about a key
-    that is missing altogether point at it.
+    that is missing altogether point at it. ``prefix`` is what was cut from every key when
+    these are a part of a larger set (``stores.<name>.``; see
+    :func:`millpond.config.values.sub_properties`), so errors can name the full key.
     """
 
-    def __init__(self, source: str | None = None) -> None:
+    def __init__(self, source: str | None = None, prefix: str = "") -> None:
         self._values: dict[str, str] = {}
         self._locations: dict[str, tuple[str, int]] = {}
         self.source = source
+        self.prefix = prefix
 
     def __getitem__(self, key: str) -> str:
         return self._values[key]
@@ -56,25 +60,35 @@ class Properties(Mapping[str, str]):
         return self._locations.get(key)
 
     def copy(self) -> Properties:
-        new = Properties(self.source)
+        new = Properties(self.source, self.prefix)
         new._values = dict(self._values)
         new._locations = dict(self._locations)
         return new
 
 
 def load_properties(path: str | Path) -> Properties:
-    """Parse the ``.properties`` file at ``path`` (UTF-8, as Java 9+ reads resource bundles)."""
+    """Parse the ``.properties`` file at ``path``, read as UTF-8 (a leading byte-order mark is
+    dropped).
+
+    This differs from Samza: its ``PropertiesConfigLoader`` reads the file with
+    ``Properties.load(InputStream)``, as ISO-8859-1. A file in ASCII, with any other
+    character written as ``\\uXXXX``, means the same to both; a non-ASCII character written
+    as itself is read right by millpond and as two or three Latin-1 characters by Samza (and
+    Latin-1 bytes that are not valid UTF-8 are an error here)."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as e:
         raise ConfigError(f"cannot read config file: {e.strerror or e}", file=str(path)) from e
     except UnicodeDecodeError as e:
-        raise ConfigError(f"not valid UTF-8: {e}", file=str(path)) from e
+        raise ConfigError(f"not valid UTF-8: {e} (millpond reads config files as UTF-8; "
+                          "write other characters as \\uXXXX escapes)", file=str(path)) from e
     return parse_properties(text, source=str(path))
 
 
 def parse_properties(text: str, source: str = "<string>") -> Properties:
-    """Parse ``.properties`` text; ``source`` names it in locations and errors."""
+    """Parse ``.properties`` text; ``source`` names it in locations and errors. A leading
+    byte-order mark (U+FEFF, as some editors write) is not part of the first key."""
+    text = text.removeprefix(_BOM)
     props = Properties(source)
     for line_no, line in _logical_lines(text):
         raw_key, raw_value = _split(line)
@@ -142,8 +156,22 @@ def _unescape(text: str, source: str, line: int, key: str | None = None) -> str:
         else:
             out.append(_ESCAPES.get(text[i : i + 1], text[i : i + 1]))
             i += 1
-    joined = "".join(out)
-    try:
-        return joined.encode("utf-16-le", "surrogatepass").decode("utf-16-le")
-    except UnicodeDecodeError:
-        return joined  # a lone surrogate stays as written
+    return _join_surrogates(out)
+
+
+def _join_surrogates(chars: list[str]) -> str:
+    """Each high surrogate directly followed by a low one becomes the character the pair
+    encodes (as a Java string would hold it); a lone surrogate stays as written, and does not
+    keep the pairs around it from joining."""
+    out: list[str] = []
+    i = 0
+    while i < len(chars):
+        char = chars[i]
+        following = chars[i + 1] if i + 1 < len(chars) else ""
+        if "\ud800" <= char <= "\udbff" and following and "\udc00" <= following <= "\udfff":
+            out.append(chr(0x10000 + ((ord(char) - 0xD800) << 10) + (ord(following) - 0xDC00)))
+            i += 2
+        else:
+            out.append(char)
+            i += 1
+    return "".join(out)

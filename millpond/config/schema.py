@@ -244,7 +244,9 @@ KEYS: tuple[Key, ...] = (
         default="3", minimum=1),
     Key("job.state.backup.options.<prop>", "passthrough", "Passed to the fsspec file system "
         "(s3fs); a dotted name nests (`options.client_kwargs.endpoint_url`), `true`/`false` "
-        "become booleans.", "backups"),
+        "become booleans and numbers ints or floats (not `key`, `secret`, `token`, "
+        "`password`); merged key by key into the S3 defaults (`config_kwargs.connect_timeout=5`, "
+        "`read_timeout=30`, `retries.max_attempts=2`).", "backups"),
     # -- metrics -----------------------------------------------------------------------------
     Key("metrics.reporters", "string", "`prometheus` serves metrics; a Samza reporter with a "
         "`metrics.reporter.<name>.class` is ignored.", "metrics"),
@@ -340,9 +342,12 @@ millpond/config/schema.py, not this file -->
 A job is one Java `.properties` file with Samza's key names. Every key millpond reads is
 below, with its default; errors name the key, the file and the line. `--config-override
 key=value` (repeatable) overrides any key, and `${NAME}` in a value is replaced from the
-environment (an unset variable is an error at its line). A key millpond does not read is left
-alone, so a task can read its own keys through `context.config`; what happens to each key of
-Samza's table is in [Samza keys](../samza-keys.md).
+environment (an unset variable is an error at its line; `$${NAME}` stands for the text
+`${NAME}`). millpond reads the file as UTF-8 (a leading byte-order mark is dropped), where
+Samza reads it as ISO-8859-1: write characters outside ASCII as `\\uXXXX` escapes and both
+read the same value. A key millpond does not read is left alone, so a task can read its own
+keys through `context.config`; what happens to each key of Samza's table is in
+[Samza keys](../samza-keys.md).
 
 `<store>`, `<system>`, `<serde>`, `<name>` stand for one name; `<topic>`, `<stream-id>` and
 `<prop>` may contain dots.

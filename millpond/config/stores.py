@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -19,6 +20,7 @@ from millpond.config.values import (
     get_int,
     get_optional_int,
     parse_stream,
+    sub_properties,
     where,
     with_prefix,
 )
@@ -74,7 +76,7 @@ class StoreConfig:
     object_cache_size: int = DEFAULT_OBJECT_CACHE_SIZE  # entries; 0 = no cache
     write_batch_size: int = DEFAULT_WRITE_BATCH_SIZE  # dirty entries; 0 = write-through
     object_cache_max_bytes: int = DEFAULT_OBJECT_CACHE_MAX_BYTES  # estimated; 0 = no cache
-    properties: dict[str, str] = field(default_factory=dict)
+    properties: Mapping[str, str] = field(default_factory=dict)  # a Properties when parsed
     # Samza side inputs: the store is filled from these streams (not from a changelog)
     # through the processor class named by side.inputs.processor.factory.
     side_inputs: tuple[StreamRef, ...] = ()
@@ -130,7 +132,7 @@ def _parse_store(
     for sub in with_prefix(props, prefix):
         _warn_if_unknown(props, prefix, sub)
     props = _with_defaults(props, prefix)
-    own = with_prefix(props, prefix)
+    own = sub_properties(props, prefix)  # with each key's file and line (RocksDB options)
     anchor = prefix + "factory" if "factory" in own else prefix + next(iter(own))
     factory = FACTORIES.get(_required(props, own, name, "factory", anchor))
     if factory is None:
@@ -177,7 +179,7 @@ def _parse_store(
 
 
 def _side_inputs(
-    props: Properties, own: dict[str, str], prefix: str
+    props: Properties, own: Mapping[str, str], prefix: str
 ) -> tuple[tuple[StreamRef, ...], str | None]:
     """``side.inputs`` (streams, resolved like task.inputs) and the processor class; either
     without the other is an error at the key that is set."""
@@ -194,7 +196,7 @@ def _side_inputs(
     return streams, processor
 
 
-def _topic_config(props: Properties, prefix: str, own: dict[str, str]) -> dict[str, str]:
+def _topic_config(props: Properties, prefix: str, own: Mapping[str, str]) -> dict[str, str]:
     """``changelog.kafka.*`` plus Samza's ``changelog.min.compaction.lag.ms`` (which, as in
     Samza, must not be given both ways)."""
     config = with_prefix(own, CHANGELOG_TOPIC_PREFIX)
@@ -208,7 +210,7 @@ def _topic_config(props: Properties, prefix: str, own: dict[str, str]) -> dict[s
     return config
 
 
-def _required(props: Properties, own: dict[str, str], name: str, sub: str, anchor: str) -> str:
+def _required(props: Properties, own: Mapping[str, str], name: str, sub: str, anchor: str) -> str:
     """``own[sub]`` stripped; a missing or empty value is reported at the store's anchor key."""
     value = own.get(sub, "").strip()
     if not value:

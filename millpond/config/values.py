@@ -5,11 +5,13 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from millpond.config.errors import ConfigError
 from millpond.config.properties import Properties
 
 _INT = re.compile(r"[+-]?[0-9]+")
+_DECIMAL = re.compile(r"[+-]?[0-9]*\.[0-9]+")
 _BOOLS = {"true": True, "false": False}
 
 
@@ -61,23 +63,91 @@ def missing(props: Properties, key: str, why: str, example: str) -> ConfigError:
                        file=file or props.source, line=line)
 
 
-def error(props: Properties, key: str, message: str) -> ConfigError:
-    """A ConfigError for ``key`` located where ``key`` was set."""
+def error(props: Properties, key: str, message: str,
+          kind: type[ConfigError] = ConfigError) -> ConfigError:
+    """A ConfigError (or ``kind``) for ``key`` located where ``key`` was set."""
     file, line = where(props, key)
-    return ConfigError(message, key=key, file=file, line=line)
+    return kind(message, key=key, file=file, line=line)
 
 
-def get_int(props: Properties, key: str, default: int, minimum: int | None = None) -> int:
-    """An integer property; rejects non-integers and values below ``minimum``."""
+def parse_int(text: str) -> int:
+    """An integer written as Java's ``Integer.parseInt`` reads it: an optional sign and ASCII
+    digits, nothing else (Python's ``int()`` also takes ``1_000`` and other scripts' digits
+    such as ``٣``; ``isdigit()`` also passes ``²``, which ``int()`` then refuses). Surrounding
+    white space is ignored. Raises ValueError saying what was expected."""
+    stripped = text.strip()
+    if not _INT.fullmatch(stripped):
+        hint = ""
+        if "_" in stripped:
+            hint = " (no _ separators)"
+        elif any(not c.isascii() for c in stripped):
+            hint = " (ASCII digits 0-9 only)"
+        raise ValueError(f"expected an integer{hint}, got {text!r}")
+    return int(stripped)
+
+
+def parse_bool(text: str) -> bool:
+    """``true``/``false`` in any case (white space ignored); anything else is a ValueError,
+    unlike Java's lenient ``Boolean.parseBoolean``."""
+    value = _BOOLS.get(text.strip().lower())
+    if value is None:
+        raise ValueError(f"expected true or false, got {text!r}")
+    return value
+
+
+def check_range(number: int, minimum: int | None = None, maximum: int | None = None) -> int:
+    """``number``, or a ValueError if it is below ``minimum`` or above ``maximum``."""
+    if minimum is not None and maximum is not None and not minimum <= number <= maximum:
+        raise ValueError(f"must be from {minimum} to {maximum}, got {number}")
+    if minimum is not None and number < minimum:
+        raise ValueError(f"must be at least {minimum}, got {number}")
+    if maximum is not None and number > maximum:
+        raise ValueError(f"must be at most {maximum}, got {number}")
+    return number
+
+
+def parse_scalar(text: str) -> bool | int | float | str:
+    """A pass-through option's value typed as a library expects it: ``true``/``false`` (any
+    case) a bool, an integer (:func:`parse_int`) an int, a decimal such as ``2.5`` a float,
+    anything else the text, stripped."""
+    stripped = text.strip()
+    if stripped.lower() in _BOOLS:
+        return _BOOLS[stripped.lower()]
+    if _INT.fullmatch(stripped):
+        return int(stripped)
+    if _DECIMAL.fullmatch(stripped):
+        return float(stripped)
+    return stripped
+
+
+def deep_merge(defaults: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """``defaults`` with ``overrides`` merged in, nested mappings key by key (a user's
+    ``config_kwargs.read_timeout`` keeps the default ``config_kwargs.connect_timeout``); a
+    value that is not a mapping on both sides is replaced. Neither argument is changed."""
+    out: dict[str, Any] = {k: _copy(v) for k, v in defaults.items()}
+    for key, value in overrides.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = _copy(value)
+    return out
+
+
+def _copy(value: Any) -> Any:
+    return deep_merge({}, value) if isinstance(value, Mapping) else value
+
+
+def get_int(props: Properties, key: str, default: int, minimum: int | None = None,
+            maximum: int | None = None, kind: type[ConfigError] = ConfigError) -> int:
+    """An integer property (:func:`parse_int`) within ``minimum``..``maximum``; any problem is
+    a ConfigError (or ``kind``) at the key's file and line."""
     value = props.get(key)
     if value is None:
         return default
-    if not _INT.fullmatch(value.strip()):
-        raise error(props, key, f"expected an integer, got {value!r}")
-    number = int(value)
-    if minimum is not None and number < minimum:
-        raise error(props, key, f"must be at least {minimum}, got {number}")
-    return number
+    try:
+        return check_range(parse_int(value), minimum, maximum)
+    except ValueError as exc:
+        raise error(props, key, str(exc), kind) from None
 
 
 def get_optional_int(props: Properties, key: str, minimum: int | None = None) -> int | None:
@@ -89,9 +159,10 @@ def get_bool(props: Properties, key: str, default: bool) -> bool:
     value = props.get(key)
     if value is None:
         return default
-    if value.strip().lower() not in _BOOLS:
-        raise error(props, key, f"expected true or false, got {value!r}")
-    return _BOOLS[value.strip().lower()]
+    try:
+        return parse_bool(value)
+    except ValueError as exc:
+        raise error(props, key, str(exc)) from None
 
 
 def get_mode(props: Properties, key: str, default: int) -> int:
@@ -135,3 +206,14 @@ def parse_stream(props: Properties, key: str, text: str, default_system: str) ->
 def with_prefix(props: Mapping[str, str], prefix: str) -> dict[str, str]:
     """Every property under ``prefix``, with the prefix removed."""
     return {k[len(prefix) :]: v for k, v in props.items() if k.startswith(prefix) and k != prefix}
+
+
+def sub_properties(props: Properties, prefix: str) -> Properties:
+    """Every property under ``prefix``, with the prefix removed and each key's file and line
+    kept (so a reader of the part, e.g. a store's RocksDB options, can locate its errors)."""
+    out = Properties(props.source, props.prefix + prefix)
+    for key, value in props.items():
+        if key.startswith(prefix) and key != prefix:
+            file, line = props.location(key) or (props.source or "<default>", 0)
+            out.set(key[len(prefix):], value, file, line)
+    return out

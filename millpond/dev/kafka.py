@@ -9,11 +9,9 @@ the test suite.
 from __future__ import annotations
 
 import base64
-import json
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import time
@@ -22,7 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
+from millpond.dev import procs
+from millpond.dev import properties as java_properties
 from millpond.dev.errors import BrokerStartError, ToolMissingError
 from millpond.dev.maven import COMPLETE_MARKER, fetch_jars
 from millpond.dev.tls import write_private
@@ -131,30 +132,6 @@ class BrokerStatus:
     data_dir: Path
 
 
-def _pid_alive(pid: int) -> bool:
-    """True if ``pid`` runs and is not a zombie."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat.rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return True
-
-
-def _is_our_broker(pid: int, data_dir: Path) -> bool:
-    """True if ``pid`` is a kafka.Kafka JVM started for ``data_dir``."""
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
-    except OSError:
-        return _pid_alive(pid)
-    return "kafka.Kafka" in cmdline and str(data_dir) in cmdline
-
-
 class LocalKafka:
     """One single-node KRaft broker on loopback, whose data lives in ``data_dir``.
 
@@ -183,8 +160,8 @@ class LocalKafka:
         self.version = version
         self.data_dir = (data_dir or cache_root() / f"kafka-{version}" / self.data_dir_name).resolve()
         saved = self._read_state()
-        self.port = port or saved.get("port") or self.default_port
-        self.controller_port = (controller_port or saved.get("controller_port")
+        self.port = port or procs.int_of(saved, "port") or self.default_port
+        self.controller_port = (controller_port or procs.int_of(saved, "controller_port")
                                 or self.default_controller_port)
         self.heap = heap or self.default_heap
         self.extra_config = dict(extra_config or {})
@@ -203,16 +180,17 @@ class LocalKafka:
     def _state_path(self) -> Path:
         return self.data_dir / _STATE_FILE
 
-    def _read_state(self) -> dict[str, int]:
-        try:
-            data = json.loads(self._state_path().read_text())
-            return {k: int(v) for k, v in data.items() if isinstance(v, int)}
-        except (OSError, ValueError):
-            return {}
+    def _read_state(self) -> dict[str, Any]:
+        return procs.read_state(self._state_path())
 
     def _write_state(self, pid: int) -> None:
-        state = {"pid": pid, "port": self.port, "controller_port": self.controller_port}
-        self._state_path().write_text(json.dumps(state))
+        procs.write_state(self._state_path(), {
+            "pid": pid, "started": procs.start_token(pid), "port": self.port,
+            "controller_port": self.controller_port})
+
+    def _markers(self) -> list[str]:
+        """What the broker's command line holds: its main class and data dir."""
+        return ["kafka.Kafka", str(self.data_dir)]
 
     def client_config(self) -> dict[str, str]:
         """The librdkafka settings a client needs to reach this broker (with admin rights)."""
@@ -270,9 +248,8 @@ class LocalKafka:
 
     def status(self) -> BrokerStatus:
         """Whether a broker for this data dir runs, and where."""
-        pid = self._read_state().get("pid")
-        running = pid is not None and _pid_alive(pid) and _is_our_broker(pid, self.data_dir)
-        return BrokerStatus(running, pid if running else None, self.bootstrap, self.data_dir)
+        pid = procs.running_pid(self._state_path(), self._markers())
+        return BrokerStatus(pid is not None, pid, self.bootstrap, self.data_dir)
 
     def status_line(self) -> tuple[bool, str]:
         """Whether it runs, and one line for ``millpond dev kafka status``."""
@@ -297,7 +274,7 @@ class LocalKafka:
         (self.data_dir / "logs").mkdir(exist_ok=True)
         conf = self.data_dir / "server.properties"
         # 0600: a secured broker's file holds its users' passwords (JAAS settings).
-        write_private(conf, "".join(f"{k}={v}\n" for k, v in self.server_properties().items()))
+        java_properties.write(conf, self.server_properties(), 0o600)
         if not (self.data_dir / "kraft-logs" / "meta.properties").exists():
             self._format(libs, conf)
         out = open(self.data_dir / "logs" / "broker.out", "ab")  # noqa: SIM115 - owned by the child
@@ -347,9 +324,9 @@ class LocalKafka:
                                "reconnect.backoff.max.ms": 100})
         last_error: Exception | None = None
         while time.monotonic() < deadline:
-            pid = self._read_state().get("pid")
+            pid = procs.int_of(self._read_state(), "pid")
             if self._proc is not None and self._proc.poll() is not None or (
-                pid is not None and not _pid_alive(pid)
+                pid is not None and not procs.alive(pid)
             ):
                 raise BrokerStartError(
                     f"the Kafka broker exited during start-up; see {self.log_file} and "
@@ -377,22 +354,10 @@ class LocalKafka:
 
     def stop(self, timeout: float = 30.0) -> bool:
         """Stop the broker cleanly (SIGTERM, then SIGKILL after ``timeout``); True if it ran."""
-        status = self.status()
-        pid = status.pid
+        pid = procs.stop_recorded(self._state_path(), self._markers(), timeout)
         if pid is None:
             return False
-        os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self._proc is not None and self._proc.pid == pid:
-                if self._proc.poll() is not None:
-                    break
-            elif not _pid_alive(pid):
-                break
-            time.sleep(0.1)
-        else:
-            os.kill(pid, signal.SIGKILL)
-            if self._proc is not None and self._proc.pid == pid:
-                self._proc.wait(timeout=10)
+        if self._proc is not None and self._proc.pid == pid:
+            self._proc.wait(timeout=10)  # our child: reap it
         self._proc = None
         return True

@@ -8,9 +8,6 @@ MinIO or GCS-interop bucket. Used by ``millpond dev s3`` and the test suite.
 
 from __future__ import annotations
 
-import json
-import os
-import signal
 import subprocess
 import time
 import urllib.error
@@ -20,8 +17,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from millpond.dev import procs
+from millpond.dev import properties as java_properties
 from millpond.dev.errors import BrokerStartError
-from millpond.dev.kafka import Echo, _pid_alive, _port_free, _quiet, cache_root, require_java17
+from millpond.dev.kafka import Echo, _port_free, _quiet, cache_root, require_java17
 from millpond.dev.maven import COMPLETE_MARKER, fetch_jars
 
 S3PROXY_VERSION = "4.1.0"
@@ -66,7 +65,7 @@ class LocalS3:
         self.version = version
         self.data_dir = (data_dir or cache_root() / f"s3proxy-{version}" / "data").resolve()
         saved = self._read_state()
-        self.port = port or saved.get("port") or DEFAULT_PORT
+        self.port = port or procs.int_of(saved, "port") or DEFAULT_PORT
         self.heap = heap
         self._proc: subprocess.Popen[bytes] | None = None
 
@@ -83,12 +82,12 @@ class LocalS3:
     def _state_path(self) -> Path:
         return self.data_dir / _STATE_FILE
 
-    def _read_state(self) -> dict[str, int]:
-        try:
-            data = json.loads(self._state_path().read_text())
-            return {k: int(v) for k, v in data.items() if isinstance(v, int)}
-        except (OSError, ValueError):
-            return {}
+    def _read_state(self) -> dict[str, Any]:
+        return procs.read_state(self._state_path())
+
+    def _markers(self) -> list[str]:
+        """What the server's command line holds: its main class and data dir."""
+        return ["org.gaul.s3proxy.Main", str(self.data_dir)]
 
     def properties(self) -> dict[str, str]:
         """S3Proxy's configuration: loopback endpoint, one identity, filesystem backend."""
@@ -103,16 +102,8 @@ class LocalS3:
 
     def status(self) -> S3Status:
         """Whether a server for this data dir runs, and where."""
-        pid = self._read_state().get("pid")
-        running = pid is not None and _pid_alive(pid) and self._is_ours(pid)
-        return S3Status(running, pid if running else None, self.endpoint, self.data_dir)
-
-    def _is_ours(self, pid: int) -> bool:
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
-        except OSError:
-            return True
-        return "org.gaul.s3proxy.Main" in cmdline and str(self.data_dir) in cmdline
+        pid = procs.running_pid(self._state_path(), self._markers())
+        return S3Status(pid is not None, pid, self.endpoint, self.data_dir)
 
     def status_line(self) -> tuple[bool, str]:
         """Whether it runs, and one line for ``millpond dev s3 status``."""
@@ -134,7 +125,7 @@ class LocalS3:
         libs = provision(self.version, echo)
         (self.data_dir / "buckets").mkdir(parents=True, exist_ok=True)
         conf = self.data_dir / "s3proxy.conf"
-        conf.write_text("".join(f"{k}={v}\n" for k, v in self.properties().items()))
+        java_properties.write(conf, self.properties())
         logback = resources.files("millpond.dev").joinpath("s3proxy-logback.xml")
         out = open(self.data_dir / "s3proxy.out", "ab")  # noqa: SIM115 - owned by the child
         try:
@@ -146,8 +137,8 @@ class LocalS3:
                 start_new_session=True)
         finally:
             out.close()
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        self._state_path().write_text(json.dumps({"pid": self._proc.pid, "port": self.port}))
+        procs.write_state(self._state_path(), {
+            "pid": self._proc.pid, "started": procs.start_token(self._proc.pid), "port": self.port})
         echo(f"Starting S3Proxy {self.version} on {self.endpoint} (pid {self._proc.pid}; access "
              f"key {IDENTITY}, secret {CREDENTIAL}) ...")
         try:
@@ -180,15 +171,9 @@ class LocalS3:
 
     def stop(self, timeout: float = 30.0) -> bool:
         """Stop the server (SIGTERM, then SIGKILL after ``timeout``); True if it ran."""
-        pid = self.status().pid
+        pid = procs.stop_recorded(self._state_path(), self._markers(), timeout)
         if pid is None:
             return False
-        os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and _pid_alive(pid):
-            time.sleep(0.1)
-        if _pid_alive(pid):
-            os.kill(pid, signal.SIGKILL)
-        if self._proc is not None:
-            self._proc.wait(timeout=10)
+        if self._proc is not None and self._proc.pid == pid:
+            self._proc.wait(timeout=10)  # our child: reap it
         return True

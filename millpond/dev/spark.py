@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import time
 import urllib.error
@@ -19,8 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from millpond.dev import procs
 from millpond.dev.errors import BrokerStartError, ToolMissingError
-from millpond.dev.kafka import Echo, _pid_alive, _quiet, cache_root, free_port, require_java17
+from millpond.dev.kafka import Echo, _quiet, cache_root, free_port, require_java17
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
@@ -64,8 +64,8 @@ class LocalSparkCluster:
         self.workers = workers
         self.worker_cores = worker_cores
         self.worker_memory = worker_memory
-        self.port = port or saved.get("port") or 7077
-        self.web_port = web_port or saved.get("web_port") or 8080
+        self.port = port or procs.int_of(saved, "port") or 7077
+        self.web_port = web_port or procs.int_of(saved, "web_port") or 8080
 
     @property
     def master_url(self) -> str:
@@ -81,11 +81,26 @@ class LocalSparkCluster:
         return self.data_dir / _STATE_FILE
 
     def _read_state(self) -> dict[str, Any]:
-        try:
-            data: dict[str, Any] = json.loads(self._state_path().read_text())
-            return data
-        except (OSError, ValueError):
-            return {}
+        return procs.read_state(self._state_path())
+
+    def _daemons(self) -> list[tuple[int, list[str], str | None]]:
+        """``(pid, command-line markers, start token)`` of each daemon the state file lists
+        (a state file from before start tokens: any Spark daemon class, no token)."""
+        out = []
+        for entry in self._read_state().get("daemons", []):
+            pid = procs.int_of(entry, "pid") if isinstance(entry, dict) else None
+            if pid is not None:
+                out.append((pid, [str(m) for m in entry.get("markers", [])],
+                            entry.get("started")))
+        for pid in self._read_state().get("pids", []):
+            if isinstance(pid, int):
+                out.append((pid, ["org.apache.spark.deploy."], None))
+        return out
+
+    def _running(self) -> list[int]:
+        """The pids of the daemons the state file lists that run and are ours."""
+        return [pid for pid, markers, started in self._daemons()
+                if procs.is_ours(pid, markers, started)]
 
     def _env(self, log_dir: Path) -> dict[str, str]:
         home = spark_home()
@@ -93,7 +108,7 @@ class LocalSparkCluster:
                 "SPARK_DAEMON_MEMORY": DAEMON_MEMORY, "SPARK_LOG_DIR": str(log_dir),
                 "SPARK_CONF_DIR": str(self.data_dir / "conf")}
 
-    def _spawn(self, name: str, main: str, *args: str) -> int:
+    def _spawn(self, name: str, main: str, *args: str) -> dict[str, Any]:
         logs = self.data_dir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         out = open(logs / f"{name}.out", "ab")  # noqa: SIM115 - owned by the child
@@ -104,7 +119,10 @@ class LocalSparkCluster:
                 env=self._env(logs), start_new_session=True)
         finally:
             out.close()
-        return proc.pid
+        # The launcher script execs the JVM: same pid, same start time, and the main class
+        # with its arguments (ports, work dir) on both command lines.
+        return {"pid": proc.pid, "started": procs.start_token(proc.pid),
+                "markers": [" ".join((main, *args))]}
 
     def master_state(self) -> dict[str, Any] | None:
         """The master's ``/json/`` document, or None if it does not answer."""
@@ -121,7 +139,7 @@ class LocalSparkCluster:
 
     def status(self) -> ClusterStatus:
         """Whether the master answers, and how many workers it sees alive."""
-        pids = [int(p) for p in self._read_state().get("pids", []) if _pid_alive(int(p))]
+        pids = self._running()
         doc = self.master_state() if pids else None
         alive = sum(1 for w in (doc or {}).get("workers", []) if w.get("state") == "ALIVE")
         return ClusterStatus(doc is not None, self.master_url, self.web_url, alive, pids)
@@ -142,17 +160,17 @@ class LocalSparkCluster:
         self.port = self.port if self._free(self.port) else free_port()
         self.web_port = self.web_port if self._free(self.web_port) else free_port()
         (self.data_dir / "conf").mkdir(parents=True, exist_ok=True)
-        pids = [self._spawn("master", MASTER_CLASS, "--host", "127.0.0.1", "--port",
-                            str(self.port), "--webui-port", str(self.web_port))]
-        self._write_state(pids)
+        daemons = [self._spawn("master", MASTER_CLASS, "--host", "127.0.0.1", "--port",
+                               str(self.port), "--webui-port", str(self.web_port))]
+        self._write_state(daemons)
         echo(f"Starting a Spark master on {self.master_url} (web UI {self.web_url}) ...")
         for i, work in enumerate(self.worker_dirs()):
             work.mkdir(parents=True, exist_ok=True)
-            pids.append(self._spawn(
+            daemons.append(self._spawn(
                 f"worker-{i}", WORKER_CLASS, "--host", "127.0.0.1", "--cores",
                 str(self.worker_cores), "--memory", self.worker_memory, "--work-dir", str(work),
                 "--webui-port", str(free_port()), self.master_url))
-            self._write_state(pids)
+            self._write_state(daemons)
         try:
             self._wait(timeout)
         except BrokerStartError:
@@ -162,10 +180,9 @@ class LocalSparkCluster:
              f"{self.worker_memory} each")
         return self.master_url
 
-    def _write_state(self, pids: list[int]) -> None:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        self._state_path().write_text(json.dumps(
-            {"pids": pids, "port": self.port, "web_port": self.web_port}))
+    def _write_state(self, daemons: list[dict[str, Any]]) -> None:
+        procs.write_state(self._state_path(), {"daemons": daemons, "port": self.port,
+                                               "web_port": self.web_port})
 
     @staticmethod
     def _free(port: int) -> bool:
@@ -197,21 +214,8 @@ class LocalSparkCluster:
 
     def stop(self, timeout: float = 30.0) -> bool:
         """Stop every daemon (SIGTERM, SIGKILL after ``timeout``); True if any ran."""
-        pids = [int(p) for p in self._read_state().get("pids", []) if _pid_alive(int(p))]
-        for pid in pids:
-            try:
-                os.killpg(pid, signal.SIGTERM)  # the launcher script and its JVM
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and any(_pid_alive(p) for p in pids):
-            time.sleep(0.2)
-        for pid in pids:
-            if _pid_alive(pid):
-                try:
-                    os.killpg(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+        # The launcher script and its JVM: the process group of each daemon we started.
+        stopped = procs.terminate(self._daemons(), timeout, group=True)
         if self._state_path().exists():
             self._write_state([])
-        return bool(pids)
+        return bool(stopped)

@@ -147,7 +147,7 @@ class TopicAdmin:
             conf = {"cleanup.policy": "compact", **dict(config or {})}
             future = self.admin.create_topics([NewTopic(topic, partitions, rf, config=conf)])[topic]
             self._created(topic, future, what)
-            return self.ensure_compacted(topic, partitions, replication, config, what)
+            existing = self._visible(topic, what)
         if existing != partitions:
             raise TopicError(
                 f"{what} topic {topic} has {existing} partitions but the job has {partitions} "
@@ -163,6 +163,23 @@ class TopicAdmin:
                 f"kafka-configs --alter --entity-type topics --entity-name {topic} "
                 f"--add-config cleanup.policy=compact"
             )
+
+    def _visible(self, topic: str, what: str, timeout: float | None = None) -> int:
+        """The partition count of a topic just created (or found to exist), once metadata
+        shows it; a TopicError after ``timeout`` s. (Checking again by calling
+        :meth:`ensure_compacted` recursed without a bound while metadata lagged.)"""
+        timeout = TIMEOUT if timeout is None else timeout
+        deadline = time.monotonic() + timeout
+        while True:
+            count = self.partition_count(topic)
+            if count is not None:
+                return count
+            if time.monotonic() >= deadline:
+                raise TopicError(
+                    f"{what} topic {topic} was created but the cluster's metadata did not show "
+                    f"it within {timeout:.0f}s; check the brokers, and that this principal may "
+                    "Describe the topic")
+            time.sleep(0.1)
 
     def add_partitions(self, topic: str, total: int) -> None:
         """Grow ``topic`` to ``total`` partitions (no-op if it has that many already)."""

@@ -13,9 +13,10 @@ import difflib
 import logging
 import warnings
 from dataclasses import dataclass
+from typing import cast
 
 from millpond.config import ConfigWarning, Properties
-from millpond.config.values import describe, where
+from millpond.config.values import describe, error, get_int, where
 from millpond.metrics.errors import MetricsConfigError
 
 REPORTERS_KEY = "metrics.reporters"
@@ -36,8 +37,7 @@ class PrometheusConfig:
 
 
 def _error(props: Properties, key: str, message: str) -> MetricsConfigError:
-    file, line = where(props, key)
-    return MetricsConfigError(message, key=key, file=file, line=line)
+    return cast(MetricsConfigError, error(props, key, message, MetricsConfigError))
 
 
 def parse_reporters(props: Properties) -> list[PrometheusConfig]:
@@ -90,10 +90,8 @@ def _prometheus(props: Properties) -> PrometheusConfig:
         raise MetricsConfigError(
             f"is required when {REPORTERS_KEY} lists prometheus (0 picks a free port)",
             key=port_key, file=file, line=line)
-    text = raw.strip()
-    if not text.isdigit() or not 0 <= int(text) <= 65535:
-        raise _error(props, port_key, f"expected a port number 0-65535, got {raw!r}")
+    port = get_int(props, port_key, 0, minimum=0, maximum=65535, kind=MetricsConfigError)
     host = props.get(host_key, DEFAULT_HOST).strip()
     if not host:
         raise _error(props, host_key, "must not be empty (default 127.0.0.1)")
-    return PrometheusConfig(int(text), host)
+    return PrometheusConfig(port, host)

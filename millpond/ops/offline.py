@@ -50,7 +50,7 @@ def restore(
                                        cfg.name, p)
                 if full:
                     local.wipe(live)
-                    local.wipe(local.checkpoint_dir(live))
+                    local.wipe_checkpoint(live)
                 ckpt = checkpoints.get(task_name(p))
                 storage = TaskStorage.open(job.config, p, job.guarantee, producer, consumer,
                                            ckpt.changelogs if ckpt else None, listener,

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Callable
 from pathlib import Path
 
 from millpond.changelog import local
+from millpond.files import remove_file, write_atomically
 from millpond.stores import permissions
 from millpond.stores.api import StorageEngine
 from millpond.stores.errors import StoreError
@@ -30,20 +30,11 @@ SIDE_INPUTS_FILE = "SIDE_INPUTS"
 def write_offsets(live: Path, store: str, partition: int, offsets: dict[str, int]) -> None:
     """Atomically record that ``live`` reflects the side inputs up to ``offsets`` (the
     directory's files given the store's modes)."""
-    tmp = live / f".{SIDE_INPUTS_FILE}.tmp"
     doc = {"version": 1, "store": store, "partition": partition, "offsets": offsets}
     mode = local.store_mode(live)
     permissions.apply(live, mode)  # the files RocksDB wrote since
-    with open(permissions.create_file(tmp, permissions.file_mode(mode)), "w") as fh:
-        fh.write(json.dumps(doc, sort_keys=True))
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, live / SIDE_INPUTS_FILE)
-    fd = os.open(live, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    write_atomically(live / SIDE_INPUTS_FILE, json.dumps(doc, sort_keys=True),
+                     permissions.file_mode(mode))
 
 
 def read_offsets(live: Path) -> dict[str, int] | None:
@@ -60,10 +51,7 @@ def read_offsets(live: Path) -> dict[str, int] | None:
 
 def clear_offsets(live: Path) -> None:
     """Remove ``SIDE_INPUTS``: the store is about to hold writes no checkpoint describes."""
-    try:
-        os.unlink(live / SIDE_INPUTS_FILE)
-    except FileNotFoundError:
-        pass
+    remove_file(live / SIDE_INPUTS_FILE)
 
 
 def distrust(

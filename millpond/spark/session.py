@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from xml.sax.saxutils import quoteattr
 
+from millpond.files import write_atomically
 from millpond.spark.errors import SparkUnavailableError
 
 if TYPE_CHECKING:
@@ -108,9 +109,7 @@ def ivy_settings(cache: Path) -> Path:
             '  </resolvers>\n</ivysettings>\n')
     if not path.is_file() or path.read_text() != text:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(text)
-        os.replace(tmp, path)
+        write_atomically(path, text)
     return path
 
 
@@ -195,9 +194,7 @@ def token_provider_substitute(version: str, cache: Path) -> Path | None:
         raise SparkUnavailableError(f"checksum mismatch downloading {base}/{best}/{name}")
     jars.mkdir(parents=True, exist_ok=True)
     target = jars / name
-    tmp = target.with_suffix(".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, target)
+    write_atomically(target, data)
     _write_decision(decision, target, version)
     return target
 
@@ -212,7 +209,7 @@ def _exact_token_provider_cached(version: str, cache: Path) -> bool:
 def _write_decision(path: Path, jar: Path | None, version: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     doc = {"for": version, "jar": str(jar) if jar else None}
-    path.write_text(json.dumps(doc))
+    write_atomically(path, json.dumps(doc))
 
 
 def _version_key(version: str) -> tuple[int, ...]:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import shutil
 import time
@@ -30,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from millpond.files import write_atomically
 from millpond.spark.decode import (
     JSON_KIND,
     OUTPUT_COLUMNS,
@@ -130,20 +130,6 @@ def read_snapshot(spark: SparkSession, out: str | Path) -> DataFrame:
     return spark.read.parquet(str(version.path))
 
 
-def _write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 class BatchWriter:
     """The foreachBatch function: derives version N from its base and batch N."""
 
@@ -185,8 +171,8 @@ class BatchWriter:
         marker = {"batch_id": batch_id, "base": base.batch_id if base else None,
                   "as_of": {str(p): o for p, o in sorted(as_of.items())}, "keys": keys,
                   "store": self.serdes.store}
-        _write_atomically(target / MARKER, json.dumps(marker))
-        _write_atomically(self.out / CURRENT, json.dumps({"batch_id": batch_id}))
+        write_atomically(target / MARKER, json.dumps(marker))
+        write_atomically(self.out / CURRENT, json.dumps({"batch_id": batch_id}))
         self.applied.append(batch_id)
         self._collect_garbage(batch_id)
         log.info("snapshot of %s: batch %d applied %d records onto version %s: %d keys in %.1fs",
@@ -208,7 +194,7 @@ class BatchWriter:
             if base is None:
                 (self.out / CURRENT).unlink()
             else:
-                _write_atomically(self.out / CURRENT, json.dumps({"batch_id": base.batch_id}))
+                write_atomically(self.out / CURRENT, json.dumps({"batch_id": base.batch_id}))
 
     def _merge(self, spark: SparkSession, base: Version | None, changes: DataFrame) -> DataFrame:
         """Base rows whose key the batch did not touch, plus the batch's live keys, decoded."""

@@ -76,7 +76,8 @@ def test_dev_kafka_start_status_stop_on_its_own_port_and_data_dir(tmp_path: Path
     in the data dir), stop ends its process, and status/stop then say it is not running."""
     from confluent_kafka import Consumer, Producer, TopicPartition
 
-    from millpond.dev.kafka import LocalKafka, _pid_alive
+    from millpond.dev.kafka import LocalKafka
+    from millpond.dev.procs import alive as _pid_alive
     from tests.kafka_util import create_topic
 
     _java_and_jars_or_unavailable()
@@ -166,7 +167,7 @@ def test_dev_kafka_secure_start_status_stop(tmp_path: Path) -> None:
     status/stop --secure find it by its data dir."""
     from confluent_kafka.admin import AdminClient
 
-    from millpond.dev.kafka import _pid_alive
+    from millpond.dev.procs import alive as _pid_alive
     from millpond.dev.secure_kafka import SecureLocalKafka
 
     _java_and_jars_or_unavailable()

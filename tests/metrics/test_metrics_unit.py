@@ -62,7 +62,7 @@ def test_prometheus_keys(tmp_path: Path) -> None:
     ("metrics.reporters=prometheus\n", "job.properties:1: metrics.reporter.prometheus.port:",
      "is required when metrics.reporters lists prometheus"),
     ("metrics.reporters=prometheus\nmetrics.reporter.prometheus.port=99999\n",
-     "job.properties:2: metrics.reporter.prometheus.port:", "expected a port number 0-65535"),
+     "job.properties:2: metrics.reporter.prometheus.port:", "must be from 0 to 65535, got 99999"),
     ("metrics.reporters=prometheus\nmetrics.reporter.prometheus.port=abc\n",
      "job.properties:2: metrics.reporter.prometheus.port:", "got 'abc'"),
     ("metrics.reporters=prometheus\nmetrics.reporter.prometheus.port=1\n"

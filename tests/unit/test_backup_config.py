@@ -73,3 +73,25 @@ def test_interval_and_retain(tmp_path: Path) -> None:
 ])
 def test_errors_name_file_line_and_key(tmp_path: Path, text: str, message: str) -> None:
     assert error_of(tmp_path, "job.name=j\n" + text).startswith(f"{tmp_path}/{message}")
+
+
+def test_options_are_typed_and_merged_into_the_s3_defaults(tmp_path: Path) -> None:
+    """A user's config_kwargs.* key is merged into the defaults, not put in their place
+    (before: the 5 s connect timeout and the 2-attempt retry limit were dropped, and the
+    user's '60' stayed a string)."""
+    pytest.importorskip("s3fs")
+    from millpond.backup.location import BackupLocation
+
+    config = load(tmp_path, "job.name=j\njob.state.backup.uri=s3://bucket/prefix\n"
+                  "job.state.backup.options.config_kwargs.read_timeout=60\n"
+                  "job.state.backup.options.config_kwargs.retries.max_attempts=4\n"
+                  "job.state.backup.options.key=0123\n"
+                  "job.state.backup.options.default_block_size=5242880\n")
+    assert config.backup is not None
+    assert config.backup.options == {
+        "config_kwargs": {"read_timeout": 60, "retries": {"max_attempts": 4}},
+        "key": "0123", "default_block_size": 5242880}
+    fs = BackupLocation.from_config(config).fs
+    assert fs.config_kwargs == {"connect_timeout": 5, "read_timeout": 60,
+                                "retries": {"max_attempts": 4, "mode": "standard"}}
+    assert fs.key == "0123"

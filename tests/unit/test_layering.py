@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2] / "millpond"
 
 # Lowest first. A module directly under millpond/ is its own unit (e.g. "api", "cli").
 LAYERS: list[set[str]] = [
-    {"errors", "api", "partitioner"},  # leaves: no millpond imports at run time
+    {"errors", "api", "partitioner", "files"},  # leaves: no millpond imports at run time
     {"clibase", "progress"},  # the CLI's error boundary, shared options and progress display
     {"__init__"},  # the package root: the public API (re-exports of api and errors)
     {"config"},

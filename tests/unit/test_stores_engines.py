@@ -439,12 +439,12 @@ def test_rocksdb_options_defaults_follow_samza() -> None:
         ({"rocksdb.compression": "brotli"}, "rocksdb.compression: unknown codec 'brotli'"),
         ({"rocksdb.compression": "ZLIB"}, "rocksdb.compression: 'zlib' is not supported"),
         ({"rocksdb.compaction.style": "tiered"}, "rocksdb.compaction.style: unknown style"),
-        ({"rocksdb.block.size.bytes": "4k"}, "rocksdb.block.size.bytes: not a valid value"),
-        ({"rocksdb.num.write.buffers": "0"}, "rocksdb.num.write.buffers: must be positive"),
-        ({"rocksdb.ttl.ms": "soon"}, "rocksdb.ttl.ms: not a valid value"),
-        ({"rocksdb.keep.log.file.num": "0"}, "rocksdb.keep.log.file.num: must be positive"),
+        ({"rocksdb.block.size.bytes": "4k"}, "rocksdb.block.size.bytes: expected an integer, got '4k'"),
+        ({"rocksdb.num.write.buffers": "0"}, "rocksdb.num.write.buffers: must be at least 1, got 0"),
+        ({"rocksdb.ttl.ms": "soon"}, "rocksdb.ttl.ms: expected an integer, got 'soon'"),
+        ({"rocksdb.keep.log.file.num": "0"}, "rocksdb.keep.log.file.num: must be at least 1"),
         ({"rocksdb.max.log.file.size.bytes": "-1"},
-         "rocksdb.max.log.file.size.bytes: must be >= 0"),
+         "rocksdb.max.log.file.size.bytes: must be at least 0, got -1"),
     ],
 )
 def test_rocksdb_options_reject_bad_values(props: dict[str, str], message: str) -> None:

@@ -32,6 +32,8 @@ from rocksdict import (
     Options,
 )
 
+from millpond.config.properties import Properties
+from millpond.config.values import check_range, parse_int
 from millpond.stores.errors import StoreConfigError
 
 COMPRESSIONS: dict[str, Callable[[], DBCompressionType]] = {
@@ -136,27 +138,28 @@ class RocksDbOptions:
             try:
                 return parse(raw.strip())
             except ValueError as exc:
-                raise StoreConfigError(f"{key}: not a valid value: {raw!r}") from exc
+                raise StoreConfigError(f"{_located(props, key)}: {exc}") from None
 
-        ttl = get("rocksdb.ttl.ms", int, 0)
+        positive, non_negative = _int_from(1), _int_from(0)
+        ttl = get("rocksdb.ttl.ms", parse_int, 0)
         return cls(
             compression=get("rocksdb.compression", str.lower, d.compression),
-            block_size_bytes=get("rocksdb.block.size.bytes", int, d.block_size_bytes),
-            block_cache_size_bytes=get("container.cache.size.bytes", int, d.block_cache_size_bytes),
-            write_buffer_size_bytes=get(
-                "container.write.buffer.size.bytes", int, d.write_buffer_size_bytes
-            ),
-            num_write_buffers=get("rocksdb.num.write.buffers", int, d.num_write_buffers),
+            block_size_bytes=get("rocksdb.block.size.bytes", positive, d.block_size_bytes),
+            block_cache_size_bytes=get("container.cache.size.bytes", positive,
+                                       d.block_cache_size_bytes),
+            write_buffer_size_bytes=get("container.write.buffer.size.bytes", positive,
+                                        d.write_buffer_size_bytes),
+            num_write_buffers=get("rocksdb.num.write.buffers", positive, d.num_write_buffers),
             compaction_style=get("rocksdb.compaction.style", str.lower, d.compaction_style),
-            bloom_bits_per_key=get("rocksdb.bloom.filter.bits.per.key", int, d.bloom_bits_per_key),
+            bloom_bits_per_key=get("rocksdb.bloom.filter.bits.per.key", non_negative,
+                                   d.bloom_bits_per_key),
             ttl_ms=ttl if ttl > 0 else None,
-            max_log_file_size_bytes=get(
-                "rocksdb.max.log.file.size.bytes", int, d.max_log_file_size_bytes
-            ),
-            keep_log_file_num=get("rocksdb.keep.log.file.num", int, d.keep_log_file_num),
+            max_log_file_size_bytes=get("rocksdb.max.log.file.size.bytes", non_negative,
+                                        d.max_log_file_size_bytes),
+            keep_log_file_num=get("rocksdb.keep.log.file.num", positive, d.keep_log_file_num),
             delete_obsolete_files_period_micros=get(
-                "rocksdb.delete.obsolete.files.period.micros", int, None),
-            max_manifest_file_size=get("rocksdb.max.manifest.file.size", int, None),
+                "rocksdb.delete.obsolete.files.period.micros", parse_int, None),
+            max_manifest_file_size=get("rocksdb.max.manifest.file.size", parse_int, None),
         )
 
     @property
@@ -197,3 +200,21 @@ class RocksDbOptions:
         """Read-write, or TTL mode (expired entries are dropped when compaction reaches them)."""
         seconds = self.ttl_seconds
         return AccessType.read_write() if seconds is None else AccessType.with_ttl(seconds)
+
+
+def _int_from(minimum: int) -> Callable[[str], int]:
+    """A parser of integers (:func:`~millpond.config.values.parse_int`) at least ``minimum``."""
+    return lambda text: check_range(parse_int(text), minimum)
+
+
+def _located(props: Mapping[str, str], key: str) -> str:
+    """``file:line: stores.<name>.<key>`` where ``key`` was set, if ``props`` keeps locations
+    (a store's parsed :class:`~millpond.config.Properties`); just ``key`` for a plain mapping."""
+    if not isinstance(props, Properties):
+        return key
+    full = props.prefix + key
+    found = props.location(key)
+    if not found:
+        return full
+    file, line = found
+    return f"{file}:{line}: {full}" if line else f"{file}: {full}"
