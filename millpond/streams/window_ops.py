@@ -62,6 +62,18 @@ def _idle_ticks(spec: Any, env: Any, clock: dict[str, int], store: Any,
     return record
 
 
+def _observe(t: int, clock: dict[str, int], store: Any,
+             saw_record: Callable[[], None] | None) -> int:
+    """A record of time ``t`` came: stream time moves on to it (kept in the store); returns
+    the stream time."""
+    if saw_record is not None:
+        saw_record()
+    if t > clock["now"]:
+        clock["now"] = t
+        store.put(STREAM_TIME, t)
+    return clock["now"]
+
+
 def time_window(node: Node, env: Any, emit: Step) -> Step:
     """A tumbling or hopping window operator: each record updates its key's windows that are still open, then
     the windows whose end plus grace stream time has reached are closed (one range scan)."""
@@ -133,12 +145,7 @@ def time_window(node: Node, env: Any, emit: Step) -> Step:
 
     def step(key: Any, value: Any, ts: int) -> None:
         t = _time_of(label, ts_of, value, ts)
-        if saw_record is not None:
-            saw_record()
-        now = clock["now"]
-        if t > now:
-            clock["now"] = now = t
-            store.put(STREAM_TIME, t)
+        now = _observe(t, clock, store, saw_record)
         closed = now - grace  # windows ending at or before this are closed
         start = t - t % step_ms
         json_key = dumps(key).decode()
@@ -229,12 +236,7 @@ def session_window(node: Node, env: Any, emit: Step) -> Step:
 
     def step(key: Any, value: Any, ts: int) -> None:
         t = _time_of(label, ts_of, value, ts)
-        if saw_record is not None:
-            saw_record()
-        now = clock["now"]
-        if t > now:
-            clock["now"] = now = t
-            store.put(STREAM_TIME, t)
+        now = _observe(t, clock, store, saw_record)
         closed = now - grace
         json_key = dumps(key).decode()
         sessions: list[list[int]] = store.get(f"k|{json_key}") or []
