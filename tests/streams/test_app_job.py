@@ -154,65 +154,6 @@ def test_a_failing_operator_stops_the_job_naming_it_and_the_message(
     assert _dump(conf, env) == {"u": 39}
 
 
-def test_filter_key_by_count_through_an_internal_topic(
-    kafka_bootstrap: str, topic_name: Callable[[str], str], tmp_path: Path,
-) -> None:
-    """Views keyed by user, counted per page: the app re-keys through its internal topic
-    (created by the job, read read_committed) and counts exactly under exactly-once, across a
-    SIGKILL and a restart; its output holds every count once for read_committed readers."""
-    import signal
-
-    source, out = topic_name("views"), topic_name("out")
-    create_topic(kafka_bootstrap, source, PARTITIONS)
-    create_topic(kafka_bootstrap, out, PARTITIONS)
-    producer = Producer({"bootstrap.servers": kafka_bootstrap, "linger.ms": 20})
-    pages = [f"/p{i % 7}" for i in range(6000)]
-    for i, page in enumerate(pages):
-        user = f"user-{i % 40}"
-        producer.produce(source, json.dumps({"user_id": user, "page": page}), user.encode(),
-                         partition=i % PARTITIONS)
-    assert producer.flush(30) == 0
-    expected = Counter(p for p in pages if p != "/p0")  # the app drops /p0
-    # Each view takes 0.5 ms (3 s in all), so the kill after the 6th commit (50 ms apart)
-    # lands mid-stream however fast the machine is.
-    (tmp_path / "pages_app.py").write_text(
-        "import time\n"
-        "from millpond.streams import App\n"
-        "app = App()\n"
-        f"(app.source({source!r}).peek(lambda k, v: time.sleep(0.0005))\n"
-        " .filter(lambda v: v['page'] != '/p0')\n"
-        " .key_by('by-page', lambda v: v['page']).count('page-counts')"
-        f".to({out!r}))\n")
-    name = topic_name("app")
-    conf = _config(tmp_path / "app.properties", kafka_bootstrap, name, tmp_path / "state",
-                   **{"app.class": "pages_app:app", "task.commit.ms": "50",
-                      "task.processing.guarantee": "exactly-once"})
-    env = {"PYTHONPATH": str(tmp_path)}
-    # Killed by itself right after its 6th transaction committed: mid-stream, with re-keyed
-    # records committed in the internal topic and some of them counted.
-    # (Tasks commit as they open too: on a slow machine the kill can come before any input
-    # was committed; the job is then killed again, up to 3 times.)
-    committed = []
-    for _ in range(3):
-        killed = run_job(conf, "--bounded", env={**env, "MILLPOND_CRASH_AT":
-                                                 "after-transaction-commit:6"}, timeout=180)
-        assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
-        shown = _cli(env, "checkpoint", "show", "--config", str(conf), "--format", "json")
-        committed.append(sum(c["inputs"].get(source, 0)
-                             for c in json.loads(shown.stdout or "{}").values()))
-        if committed[-1] > 0:
-            break
-    assert 0 < committed[-1] < len(pages), f"the kills were not mid-stream: {committed}"
-    done = run_job(conf, "--bounded", env=env, timeout=180)
-    assert done.returncode == 0, done.stderr[-3000:]
-    internal = f"{name}-1-by-page-repartition"
-    assert len(read_topic(kafka_bootstrap, internal)) >= sum(expected.values())
-    assert _dump(conf, env, "page-counts") == dict(expected)
-    seen = _outputs(kafka_bootstrap, out)
-    assert seen == Counter({(page, i): 1 for page, n in expected.items()
-                            for i in range(1, n + 1)})
-
-
 def test_a_renamed_stateful_operator_is_refused_and_nothing_is_lost(
     kafka_bootstrap: str, topic_name: Callable[[str], str], tmp_path: Path,
 ) -> None:
