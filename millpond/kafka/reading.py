@@ -10,7 +10,15 @@ import time
 from collections.abc import Generator, Mapping
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    IsolationLevel,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from millpond.kafka import clients
 from millpond.kafka.denials import denied, is_denied
@@ -155,3 +163,25 @@ def input_lag(consumer: Consumer, inputs: list[str], partition: int,
         if high >= 0:
             out[topic] = max(0, high - next_offsets.get(topic, 0))
     return out
+
+
+def log_end_offsets(admin: AdminClient, parts: list[tuple[str, int]],
+                    timeout: float = 30.0) -> dict[tuple[str, int], int]:
+    """The log end offset (read_uncommitted: past open transactions and markers) of each
+    ``(topic, partition)``, in one ListOffsets request, retrying transient errors."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            futures = admin.list_offsets(
+                {TopicPartition(t, p): OffsetSpec.latest() for t, p in parts},
+                isolation_level=IsolationLevel.READ_UNCOMMITTED,
+                request_timeout=max(1.0, deadline - time.monotonic()))
+            return {(tp.topic, tp.partition): int(f.result().offset)
+                    for tp, f in futures.items()}
+        except KafkaException as exc:
+            error = exc.args[0]
+            if not (error.retriable() or error.code() in _TRANSIENT or is_unavailable(error)):
+                raise
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.2)

@@ -22,7 +22,7 @@ from millpond.api import SerdePair
 from millpond.kafka.errors import KafkaClientError
 from millpond.kafka.faults import ClientFaults
 from millpond.kafka.outage import LIMITER, suffix
-from millpond.kafka.reading import input_lag, watermarks
+from millpond.kafka.reading import input_lag, log_end_offsets, watermarks
 from millpond.tasks.commit import CommitFailure
 from millpond.tasks.faults import crash_point
 from millpond.tasks.instance import TASK_MOVED, ErrorPolicy, TaskInstance
@@ -225,19 +225,31 @@ class RunLoop:
     def _internal_drained(self, now: float) -> bool:
         """Records a task wrote to an internal topic become readable at its commit: commit
         (at most twice a second), then end only once every task has read its partition of
-        every internal topic to the end (the last commit wrote nothing more)."""
+        every internal topic to its true end (the last commit wrote nothing more).
+
+        The true end, not the read_committed consumer's high watermark (the last stable
+        offset): that stops short of a transaction still open and of one whose commit marker
+        the broker has not written yet, so a run could end with records it had just
+        committed unread."""
         if now - self.last_commit >= 0.5:
             self.commit()
-        for p, t in self.tasks.items():
-            for topic in self.timing.internal:
-                _, high = watermarks(self.consumer, topic, p)
-                # The consumer's position, not the last record's offset + 1: it moves past
-                # the transaction markers, which sit below the end too (none yet: where the
-                # task started).
-                position = self.consumer.position([TopicPartition(topic, p)])[0].offset
-                if max(position, t.next_offsets.get(topic, 0)) < high:
-                    return False
+        parts = [(topic, p) for p in self.tasks for topic in self.timing.internal]
+        ends = self._true_ends(parts)
+        for topic, p in parts:
+            # The consumer's position, not the last record's offset + 1: it moves past the
+            # transaction markers, which sit below the end too (none yet: where the task
+            # started).
+            position = self.consumer.position([TopicPartition(topic, p)])[0].offset
+            if max(position, self.tasks[p].next_offsets.get(topic, 0)) < ends[(topic, p)]:
+                return False
         return True
+
+    def _true_ends(self, parts: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """The log end offset of each ``(topic, partition)`` (read_uncommitted), in one
+        request through the purger's admin client (else the consumer's watermarks)."""
+        if self._purger is None:
+            return {(t, p): watermarks(self.consumer, t, p)[1] for t, p in parts}
+        return log_end_offsets(self._purger.admin, parts)
 
     def _at_end(self) -> bool:
         """Every input partition of every task here reported its end."""
