@@ -186,10 +186,18 @@ def start_and_prime(config: Path, bootstrap: str, name: str, topic: str,
     return proc, lines
 
 
-@pytest.mark.parametrize("policy", ["earliest", "latest", "error"])
-@pytest.mark.parametrize("when", ["stopped", "running"])
-def test_gap_policy(kafka_bootstrap: str, job: Callable[..., tuple[Path, str, str]],
-                    procs: list[subprocess.Popen[str]], policy: str, when: str) -> None:
+def test_gap_while_running_earliest(kafka_bootstrap: str,
+                                    job: Callable[..., tuple[Path, str, str]],
+                                    procs: list[subprocess.Popen[str]]) -> None:
+    """The short version in `make test`: the default policy, the gap made while the job
+    runs (the silent case of the issue), then a restart that must not warn again. The
+    other policies and the stopped job: tests/faults/test_input_gaps.py."""
+    gap_scenario(kafka_bootstrap, job, procs, "earliest", "running")
+
+
+def gap_scenario(kafka_bootstrap: str, job: Callable[..., tuple[Path, str, str]],
+                 procs: list[subprocess.Popen[str]], policy: str, when: str) -> None:
+    """One policy, one time the gap appears (``stopped`` between two runs, ``running``)."""
     # Stopped: Samza's spellings; running: exactly-once, whose consumer reads committed
     # records only, so a transaction can hold the second batch back while the gap is made.
     if when == "stopped":
