@@ -74,7 +74,7 @@ class PartitionStatus:
     # (deleted by retention before it read them; its checkpoint's count)
     skipped: dict[str, int] = field(default_factory=dict)
     # input -> records the checkpoint still needs that Kafka deleted (below the log start):
-    # the task skips them when it next opens (auto.offset.reset) or reads on
+    # the task's auto.offset.reset policy applies when it next opens
     deleted: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -198,7 +198,7 @@ def _gaps(r: PartitionStatus) -> str:
         out.append(f"{topic}: {n:,} input records skipped (deleted before processed)")
     for topic, n in sorted(r.deleted.items()):
         out.append(f"{topic}: {n:,} records after the checkpoint were deleted (retention?); "
-                   "the task skips them when it opens (auto.offset.reset)")
+                   "its auto.offset.reset policy applies when the task opens")
     return "".join(f"; {line}" for line in out)
 
 
