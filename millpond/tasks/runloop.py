@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
 
 from millpond.api import SerdePair
 from millpond.kafka.errors import KafkaClientError
@@ -229,18 +229,25 @@ class RunLoop:
                     task = tasks.get(partition)  # a failed commit closes the task
             if done < len(run):
                 unfinished.add(partition)
-        for topic, partition, offset in gaps:
-            if partition not in unfinished:
+        for topic, partition, offset in gaps:  # not for an open task that stopped mid-run
+            if partition not in unfinished or partition not in tasks:
                 self._out_of_range(topic, partition, offset)
 
     def _out_of_range(self, topic: str, partition: int, offset: int) -> None:
         """The group consumer's fetch of ``topic[partition]`` at ``offset`` was out of range
         (records deleted before the task read them, or a recreated topic): the policy
         decides where the task resumes (or stops the job); the partition's fetching, which
-        librdkafka stopped, restarts there. A task closed meanwhile is left alone: its next
-        opening starts from its checkpoint."""
+        librdkafka stopped, restarts there. A task closed meanwhile is left to its next
+        opening (from its checkpoint), its partition assigned anew, paused, so that opening
+        can seek it."""
         task = self.tasks.get(partition)
+        tp = TopicPartition(topic, partition)
         if task is None:
+            if partition in self.opener.pending:  # reopening: its seek must work again
+                self.consumer.incremental_unassign([tp])
+                again = TopicPartition(topic, partition, OFFSET_BEGINNING)
+                self.consumer.incremental_assign([again])
+                self.consumer.pause([again])
             return
         low, high = watermarks(self.consumer, topic, partition)
         reset = self.reset_policy.resolve(topic, partition, offset, low, high, "while running")
@@ -250,7 +257,6 @@ class RunLoop:
             position = reset.new
             self._eof.discard((topic, partition))
         # librdkafka refuses to seek a partition whose fetch failed this way: assign it anew.
-        tp = TopicPartition(topic, partition)
         self.consumer.incremental_unassign([tp])
         self.consumer.incremental_assign([TopicPartition(topic, partition, position)])
 
