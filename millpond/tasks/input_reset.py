@@ -144,13 +144,18 @@ class ResetPolicy:
             else:
                 what = (f"no longer exists: the log starts at {low}, records {offset}..{low - 1} "
                         "were deleted before they were processed (retention or DeleteRecords)")
-            internal = (" (an internal topic of the dataflow under exactly-once: its gaps "
-                        "are lost state)" if topic in self.strict else "")
+            if topic in self.strict:
+                internal = (" (an internal topic of the dataflow under exactly-once: its "
+                            "gaps are lost state)")
+                how = "move the checkpoint with `millpond checkpoint set`"
+            else:
+                internal = ""
+                how = (f"set {KEY}=earliest (skip only the deleted records) or latest, or "
+                       "move the checkpoint with `millpond checkpoint set`")
             raise InputGapError(
                 f"input {topic}[{partition}] {when}: the {label} {offset} {what}; "
                 f"auto.offset.reset={policy}{internal} stops the job, nothing committed is "
-                f"lost. To go on, set {KEY}=earliest (skip only the deleted records) or "
-                "latest, or move the checkpoint with `millpond checkpoint set`")
+                f"lost. To go on, {how}")
         reset = Reset(topic, partition, offset, low if policy == "earliest" else high, low,
                       high, policy, label)
         reset.warn(when)
