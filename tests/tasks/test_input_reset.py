@@ -122,6 +122,18 @@ def wait_checkpoints(bootstrap: str, job: str, topic: str, want: dict[int, int],
         raise AssertionError(f"checkpoints {seen[0]} never became {want}") from None
 
 
+def group_offsets(bootstrap: str, group: str, topic: str) -> dict[int, int]:
+    """The consumer group's committed offsets of ``topic`` (read without joining it)."""
+    from confluent_kafka import Consumer
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        tps = c.committed([TopicPartition(topic, p) for p in (CONTROL, INSIDE, TO_END)], 10)
+        return {tp.partition: tp.offset for tp in tps}
+    finally:
+        c.close()
+
+
 def status(config: Path) -> dict[int, dict[str, Any]]:
     out = millpond("status", "--config", str(config), "--format", "json")
     assert out.returncode == 0, out.stdout + out.stderr
@@ -274,9 +286,12 @@ def gap_scenario(kafka_bootstrap: str, job: Callable[..., tuple[Path, str, str]]
              str(LOG_START[p] - N), str(new[p] - LOG_START[p])))
         for p in (INSIDE, TO_END)]
     # The next commit moves the checkpoint there, also at the partition's end.
-    wait_checkpoints(kafka_bootstrap, name, topic, {
-        CONTROL: 2 * N, INSIDE: 2 * N if policy == "earliest" else new[INSIDE],
-        TO_END: new[TO_END]})
+    want = {CONTROL: 2 * N, INSIDE: 2 * N if policy == "earliest" else new[INSIDE],
+            TO_END: new[TO_END]}
+    wait_checkpoints(kafka_bootstrap, name, topic, want)
+    # ... and the group's offsets, so lag tools agree with millpond status.
+    wait_until("group offsets at the new positions",
+               lambda: group_offsets(kafka_bootstrap, f"{name}-1", topic) == want, 30)
     url = URL_LINE.search("".join(lines.lines))
     assert url, "".join(lines.lines)
     expected_metric = {(topic, str(p), "deleted"): float(LOG_START[p] - N) for p in LOG_START}
