@@ -23,6 +23,7 @@ from millpond.kafka.clients import LibrdkafkaLog
 from millpond.kafka.faults import ClientFaults
 from millpond.kafka.reading import restore_consumer
 from millpond.partitioner import librdkafka_setting
+from millpond.tasks.input_reset import SPELLINGS
 
 # librdkafka waits up to 10 s between attempts to reach a broker that was away (Kafka's Java
 # client: 1 s); after a broker restart that alone delays resuming by up to 10 s.
@@ -49,6 +50,9 @@ class Job:
                                             "error_cb": self.faults.on_client_error,
                                             "logger": LibrdkafkaLog(listener=self.faults.on_log)}
         self.consumer_conf = {**self.client_conf, **(system.consumer if system else {})}
+        reset = str(self.consumer_conf.get("auto.offset.reset", "")).strip().lower()
+        if reset in SPELLINGS:  # librdkafka's spelling of Samza's and Kafka's (none: error)
+            self.consumer_conf["auto.offset.reset"] = SPELLINGS[reset]
         self.producer_conf = {**self.client_conf, "partitioner": librdkafka_setting(config.job.partitioner),
                               **(system.producer if system else {})}
         self.guarantee = Guarantee(config.job.processing_guarantee)

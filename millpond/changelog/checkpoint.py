@@ -53,6 +53,9 @@ class Checkpoint:
     # store -> changelog topic, for stores whose changelog is not the configured one (a
     # newer generation written by ``millpond spark rescale``); empty: the configured topics
     topics: dict[str, str] = field(default_factory=dict)
+    # input topic -> records the task skipped because its position there no longer existed
+    # (deleted by retention before it was read: millpond.tasks.input_reset), over its life
+    skipped: dict[str, int] = field(default_factory=dict)
     # When it was written (the record's Kafka timestamp, ms) if read from the topic; not encoded.
     timestamp_ms: int | None = field(default=None, compare=False)
 
@@ -64,6 +67,8 @@ class Checkpoint:
             doc["side_inputs"] = self.side_inputs
         if self.topics:  # only when set, so checkpoints of jobs never rescaled read as before
             doc["topics"] = self.topics
+        if self.skipped:
+            doc["skipped"] = self.skipped
         return json.dumps(doc, sort_keys=True).encode()
 
     @classmethod
@@ -78,6 +83,7 @@ class Checkpoint:
                 side_inputs={str(s): {str(t): int(o) for t, o in offsets.items()}
                              for s, offsets in doc.get("side_inputs", {}).items()},
                 topics={str(k): str(v) for k, v in doc.get("topics", {}).items()},
+                skipped={str(k): int(v) for k, v in doc.get("skipped", {}).items()},
             )
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise CheckpointError(f"{where}: not a millpond checkpoint ({exc}): {data[:200]!r}") from exc

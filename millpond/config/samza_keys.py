@@ -204,9 +204,11 @@ _ROWS: list[tuple[str, Fate, str, str]] = [
      "used when systems.<system>.bootstrap.servers is not set", "kafka"),
     ("systems.<system>.consumer.bootstrap.servers", "supported",
      "used when systems.<system>.bootstrap.servers is not set", "kafka"),
-    ("systems.<system>.consumer.auto.offset.reset", "mapped",
-     "passed to librdkafka (which accepts Samza's smallest/largest); the job's consumer "
-     "still starts a task without a checkpoint at the oldest offset", "kafka"),
+    ("systems.<system>.consumer.auto.offset.reset", "supported",
+     "what a task does when its checkpointed input offset no longer exists (deleted by "
+     "retention): earliest/smallest (default), latest/largest, error/none; warned, counted "
+     "(see docs/operations/input-retention.md). A task without a checkpoint still starts at "
+     "the oldest offset", "kafka"),
     ("systems.<system>.consumer.*", "mapped",
      "passed to librdkafka unchanged when librdkafka knows the key; a Java-client-only key "
      "(e.g. auto.commit.enable, key.deserializer) is left out with an INFO line", "kafka"),

@@ -216,6 +216,12 @@ KEYS: tuple[Key, ...] = (
     # -- systems -----------------------------------------------------------------------------
     Key(_SYS + "bootstrap.servers", "string", "The Kafka brokers, `host:port[,...]` (else the "
         "consumer's, then the producer's `bootstrap.servers`).", "systems", required=True),
+    Key(_SYS + "consumer.auto.offset.reset", "choice", "What a task does when its "
+        "checkpointed input offset no longer exists (deleted by retention or DeleteRecords "
+        "before it was read): resume at the log start, at the end, or stop the job with one "
+        "line; each skip is warned and counted. See [Input retention]"
+        "(../operations/input-retention.md).", "systems", default="earliest",
+        choices=("earliest", "smallest", "latest", "largest", "error", "none")),
     Key(_SYS + "consumer.<prop>", "passthrough", "librdkafka consumer settings, passed "
         "through; Java-client-only keys are left out with an INFO line. millpond's consumers "
         "default `fetch.queue.backoff.ms` to 20.", "systems"),

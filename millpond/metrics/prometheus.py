@@ -75,6 +75,16 @@ def _task_families(job: str, tasks: list[TaskSample]) -> Iterator[Metric]:
     yield counter("millpond_messages_processed", "Messages the task processed", "processed")
     yield counter("millpond_messages_skipped", "Messages skipped (bad input the config "
                   "drops or dead-letters)", "skipped")
+    skipped = CounterMetricFamily(
+        "millpond_input_records_skipped", "Input records the task skipped because its "
+        "position no longer existed: reason deleted (removed by retention or DeleteRecords "
+        "before the task read them) or reset_latest (still in Kafka, jumped over by "
+        "auto.offset.reset=latest)", labels=["job", "task", "topic", "partition", "reason"])
+    for t in tasks:
+        partition = t.task.rsplit("-", 1)[-1]
+        for (topic, reason), n in sorted(t.input_skipped.items()):
+            skipped.add_metric([job, t.task, topic, partition, reason], n)
+    yield skipped
     yield counter("millpond_commits", "Commits of the task", "commits")
     yield counter("millpond_producer_delivery_errors", "Records Kafka did not accept from "
                   "the task's producer (each stops the commit)", "delivery_errors")

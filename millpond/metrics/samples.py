@@ -57,6 +57,9 @@ class TaskSample:
     last_commit_time: float | None = None  # unix time of the last commit
     delivery_errors: int = 0
     lag: dict[str, int] = field(default_factory=dict)  # input topic -> messages behind
+    # (input topic, reason) -> records skipped because the task's position there no longer
+    # existed (reason "deleted": by retention before being read; "reset_latest": jumped over)
+    input_skipped: dict[tuple[str, str], int] = field(default_factory=dict)
     stores: dict[str, StoreSample] = field(default_factory=dict)
 
 

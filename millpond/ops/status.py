@@ -70,6 +70,12 @@ class PartitionStatus:
     lag: int  # total over inputs of end - resume position
     checkpoint: dict[str, Any] | None  # time, inputs, changelogs of the last checkpoint
     stores: list[StoreStatus] = field(default_factory=list)
+    # input -> records the task skipped so far because its position no longer existed
+    # (deleted by retention before it read them; its checkpoint's count)
+    skipped: dict[str, int] = field(default_factory=dict)
+    # input -> records the checkpoint still needs that Kafka deleted (below the log start):
+    # the task's auto.offset.reset policy applies when it next opens
+    deleted: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -144,17 +150,21 @@ def status(job: Job) -> tuple[GroupInfo, list[PartitionStatus]]:
             committed: dict[str, int | None] = {}
             ends: dict[str, int] = {}
             lag = 0
+            deleted: dict[str, int] = {}
             for topic in inputs:
                 low, high = watermarks(consumer, topic, p)
                 offset = ckpt.inputs.get(topic) if ckpt else None
                 committed[topic], ends[topic] = offset, int(high)
+                if offset is not None and offset < low:
+                    deleted[topic] = int(low) - offset
                 # With no checkpoint a task starts at the topic's start (opening.py).
                 lag += max(0, int(high) - max(int(low), offset if offset is not None else 0))
             stores = [StoreStatus(r.store, r.topic, r.high, r.checkpointed, _local_state(job, r),
                                   r.local_offset, r.lag, r.backup)
                       for r in rows_by_partition.get(p, [])]
             out.append(PartitionStatus(p, task_name(p), owners.get(p), committed, ends, lag,
-                                       _checkpoint_doc(ckpt), stores))
+                                       _checkpoint_doc(ckpt), stores,
+                                       dict(ckpt.skipped) if ckpt else {}, deleted))
     finally:
         consumer.close()
     return group, out
@@ -176,8 +186,20 @@ def format_table(group: GroupInfo, rows: list[PartitionStatus]) -> list[str]:
             + (f", backup {s.backup.short()}" if s.backup is not None else "")
             for s in r.stores) or "-"
         lines.append(f"{r.partition:>4}  {owner:<44} {committed:>10} {end:>10} {r.lag:>8}  "
-                     f"{when.replace('T', ' ').rstrip('Z'):<23}  {stores}")
+                     f"{when.replace('T', ' ').rstrip('Z'):<23}  {stores}{_gaps(r)}")
     return lines
+
+
+def _gaps(r: PartitionStatus) -> str:
+    """Input records lost to retention: skipped so far, and deleted while the checkpoint
+    still needs them (skipped at the next open)."""
+    out = []
+    for topic, n in sorted(r.skipped.items()):
+        out.append(f"{topic}: {n:,} input records skipped (deleted before processed)")
+    for topic, n in sorted(r.deleted.items()):
+        out.append(f"{topic}: {n:,} records after the checkpoint were deleted (retention?); "
+                   "its auto.offset.reset policy applies when the task opens")
+    return "".join(f"; {line}" for line in out)
 
 
 def _dash(value: int | None) -> str:

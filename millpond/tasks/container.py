@@ -48,6 +48,7 @@ from millpond.streams.compile import (
 from millpond.tasks.commit import CommitProtocol
 from millpond.tasks.deadletter import DeadLetterPolicy
 from millpond.tasks.errors import MessageError
+from millpond.tasks.input_reset import ResetPolicy
 from millpond.tasks.instance import TaskInstance
 from millpond.tasks.loading import load_restore_listener, load_task_class
 from millpond.tasks.manager import TaskManager
@@ -90,6 +91,8 @@ class Container:
         self.consumer_conf = self.job.consumer_conf
         self.producer_conf = self.job.producer_conf
         self.serdes = StreamSerdes(config)
+        # What a task does when its input position no longer exists (a bad value fails now).
+        self.reset_policy = ResetPolicy.of(config, internal_topics(config))
         self.side_inputs = SideInputs(config, self.consumer_conf, self.guarantee.isolation,
                                       self.serdes.of_input)
         self.inputs = self.side_inputs.task_inputs(self.inputs)
@@ -180,7 +183,11 @@ class Container:
             "client.id": f"{self.group_id}@{socket.gethostname()}:{os.getpid()}",
             **self.consumer_conf, "group.id": self.group_id,
             "partition.assignment.strategy": "cooperative-sticky",
-            "enable.auto.commit": False, "auto.offset.reset": "earliest",
+            # An input position out of range (records deleted by retention before they were
+            # read) comes back as an event: the run loop applies the job's policy
+            # (systems.kafka.consumer.auto.offset.reset, millpond.tasks.input_reset), says so
+            # and counts the skipped records instead of librdkafka resetting silently.
+            "enable.auto.commit": False, "auto.offset.reset": "error",
             # A dataflow's internal topics are written in transactions: read them committed.
             "isolation.level": "read_committed" if internal else self.guarantee.isolation,
             "enable.partition.eof": self.bounded,
@@ -205,6 +212,7 @@ class Container:
         self.loop = RunLoop(manager, inputs=self.inputs, serdes=self.serdes,
                             on_error=self.on_error, faults=self.faults, timing=timing,
                             metrics=self.metrics, rejoin=self._rejoin,
+                            reset_policy=context.reset_policy,
                             purger=InternalTopicPurger(admin.admin, internal) if internal else None)
         self.loop.stopping = self._stop_requested
         subscribe(self.consumer, self.inputs[0], manager, self.faults)
@@ -236,7 +244,8 @@ class Container:
         return OpenContext(
             self.config, self.guarantee, self.task_class, self.inputs, self.producer_conf,
             self.group_id, self.checkpoint_topic, self.restore_consumer, self.serdes.of,
-            self.listener, outputs, self.side_inputs)
+            self.listener, outputs, self.side_inputs,
+            reset_policy=self.reset_policy)
 
     def lag(self) -> dict[str, int]:
         """Messages left per task (high watermark minus next offset)."""

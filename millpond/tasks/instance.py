@@ -16,6 +16,7 @@ from millpond.kafka.producer import TrackedProducer
 from millpond.metrics.histogram import DurationHistogram
 from millpond.sideinputs.reader import SideInputReader
 from millpond.tasks.collector import KafkaCollector
+from millpond.tasks.input_reset import Reset
 from millpond.tasks.storage import TaskStorage
 
 log = logging.getLogger("millpond.container")
@@ -42,6 +43,9 @@ class TaskMetrics:
     restore_s: float = 0.0
     commit_seconds: DurationHistogram = field(default_factory=DurationHistogram)
     last_commit_time: float | None = None  # unix time of the last commit
+    # (input topic, reason) -> records skipped because the task's position there no longer
+    # existed (millpond.tasks.input_reset), by this instance
+    input_skipped: dict[tuple[str, str], int] = field(default_factory=dict)
 
     @property
     def process_latency_us(self) -> float:
@@ -62,6 +66,9 @@ class TaskInstance:
     coordinator: TaskCoordinator = field(default_factory=TaskCoordinator)
     metrics: TaskMetrics = field(default_factory=TaskMetrics)
     last_window: float = field(default_factory=time.monotonic)
+    # input topic -> records skipped over the task's life (from its checkpoint, plus this
+    # instance's resets); committed with the checkpoint for `millpond status`
+    skipped_inputs: dict[str, int] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -130,12 +137,23 @@ class TaskInstance:
         metrics.processed += handled
         return done
 
+    def apply_reset(self, reset: Reset) -> None:
+        """An input position was out of range: resume at ``reset.new`` and count the skipped
+        records. The next commit writes the new position even if no record follows."""
+        self.next_offsets[reset.topic] = reset.new
+        for reason, n in reset.counts().items():
+            key = (reset.topic, reason)
+            self.metrics.input_skipped[key] = self.metrics.input_skipped.get(key, 0) + n
+        if reset.skipped:
+            self.skipped_inputs[reset.topic] = (self.skipped_inputs.get(reset.topic, 0)
+                                                + reset.skipped)
+
     def checkpoint(self) -> Checkpoint:
         """This task's position now (after :meth:`TaskStorage.record_delivered`)."""
         return Checkpoint(self.name, self.partition, dict(self.next_offsets),
                           self.storage.changelog_offsets(),
                           self.side_inputs.offsets() if self.side_inputs is not None else {},
-                          dict(self.storage.topics))
+                          dict(self.storage.topics), dict(self.skipped_inputs))
 
     def after_commit(self) -> None:
         """The commit happened: checkpoint the local store directories."""

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Generator
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import Consumer
@@ -39,6 +39,7 @@ from millpond.kafka.reading import watermarks
 from millpond.sideinputs.reader import SideInputReader
 from millpond.sideinputs.runtime import SideInputs
 from millpond.tasks.collector import KafkaCollector, SerdeLookup
+from millpond.tasks.input_reset import Reset, ResetPolicy
 from millpond.tasks.instance import TaskInstance
 from millpond.tasks.storage import TaskStorage
 
@@ -85,6 +86,8 @@ class OpenContext:
     outputs: OutputTopics | None = None
     side_inputs: SideInputs | None = None
     backups: StateBackups | None = None  # built from job.state.backup.* when not given
+    # What a task does when its checkpointed input offset is out of range
+    reset_policy: ResetPolicy = field(default_factory=ResetPolicy)
 
     def __post_init__(self) -> None:
         if self.backups is None and self.config.backup is not None:
@@ -184,11 +187,15 @@ def open_task(ctx: OpenContext, partition: int, fences: Fences) -> Opening:
         try:
             if ctx.side_inputs:  # bootstrapped before init() and the first message
                 side = yield from ctx.side_inputs.open_steps(partition, storage.stores)
-            positions = start_positions(ctx.restore_consumer, ctx.inputs, partition,
-                                        dict(ckpt.inputs) if ckpt else {})
+            positions, resets = start_positions(ctx.restore_consumer, ctx.inputs, partition,
+                                                dict(ckpt.inputs) if ckpt else {},
+                                                ctx.reset_policy)
             collector = KafkaCollector(producer, ctx.stream_serdes, outputs=ctx.outputs)
             instance = TaskInstance(partition, ctx.task_class(), storage, producer, collector,
-                                    positions, side_inputs=side)
+                                    positions, side_inputs=side,
+                                    skipped_inputs=dict(ckpt.skipped) if ckpt else {})
+            for reset in resets:
+                instance.apply_reset(reset)
             instance.metrics.restored_records += storage.restored_records
             instance.metrics.restore_s = time.monotonic() - began
             context = TaskContext(task_name(partition), partition, ctx.config,
@@ -208,29 +215,33 @@ def open_task(ctx: OpenContext, partition: int, fences: Fences) -> Opening:
 
 def start_positions(
     consumer: Consumer, inputs: list[str], partition: int, checkpointed: dict[str, int],
-) -> dict[str, int]:
-    """The next offset of each input partition: the checkpoint's, else the topic's start.
+    policy: ResetPolicy | None = None,
+) -> tuple[dict[str, int], list[Reset]]:
+    """The next offset of each input partition: the checkpoint's, else the topic's start;
+    and the inputs whose checkpointed offset is below the log start (deleted by retention
+    before it was read), resolved by ``policy`` (warned about; ``error`` raises
+    :class:`millpond.tasks.input_reset.InputGapError`). A checkpoint beyond the end is left
+    to the group consumer, whose fetch says so (the run loop resolves it): ``high`` here is
+    the last stable offset, which an at-least-once task may have read past.
 
-    Says loudly when input the checkpoint still needs was deleted (e.g. by retention).
     Every input gets an explicit offset, so every checkpoint names all of them.
     """
+    policy = policy or ResetPolicy()
     positions: dict[str, int] = {}
+    resets: list[Reset] = []
     for topic in inputs:
         low, high = watermarks(consumer, topic, partition)
         offset = checkpointed.get(topic)
         if offset is None:
             positions[topic] = low
             continue
-        if offset < low:
-            log.warning("input %s[%d]: the checkpoint resumes at offset %d but the topic "
-                        "now starts at %d; %d unprocessed records were deleted (retention?) "
-                        "and are skipped", topic, partition, offset, low, low - offset)
-        elif offset > high:
-            log.warning("input %s[%d]: the checkpoint resumes at offset %d beyond the end "
-                        "%d (topic recreated?); consuming from the end", topic, partition,
-                        offset, high)
+        reset = (policy.resolve(topic, partition, offset, low, high, "at start")
+                 if offset < low else None)
+        if reset is not None:
+            resets.append(reset)
+            offset = reset.new
         positions[topic] = offset
-    return positions
+    return positions, resets
 
 
 class TaskOpener:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
 
 from millpond.api import SerdePair
 from millpond.kafka.errors import KafkaClientError
@@ -25,6 +25,7 @@ from millpond.kafka.outage import LIMITER, suffix
 from millpond.kafka.reading import input_lag, log_end_offsets, watermarks
 from millpond.tasks.commit import CommitFailure
 from millpond.tasks.faults import crash_point
+from millpond.tasks.input_reset import ResetPolicy
 from millpond.tasks.instance import TASK_MOVED, ErrorPolicy, TaskInstance
 from millpond.tasks.manager import TaskManager
 from millpond.tasks.purge import InternalTopicPurger
@@ -73,9 +74,10 @@ class RunLoop:
         self, manager: TaskManager, *, inputs: list[str],
         serdes: InputSerdes, on_error: ErrorPolicy, faults: ClientFaults, timing: LoopTiming,
         metrics: RuntimeMetrics | None = None, rejoin: Callable[[], None] | None = None,
-        purger: InternalTopicPurger | None = None,
+        purger: InternalTopicPurger | None = None, reset_policy: ResetPolicy | None = None,
     ) -> None:
         self.manager = manager
+        self.reset_policy = reset_policy or ResetPolicy()
         self._purger = purger  # deletes what a dataflow's internal topics no longer need
         self._rejoin = rejoin  # replaces a group consumer fenced by its own static instance id
         self.tasks = manager.tasks
@@ -178,6 +180,7 @@ class RunLoop:
         tasks = self.tasks
         runs: dict[int, list[Message]] = {}
         fenced: KafkaError | None = None
+        gaps: list[tuple[str, int, int]] = []  # fetches out of range: (topic, partition, offset)
         for msg in msgs:
             err = msg.error()
             if err is None:
@@ -188,6 +191,8 @@ class RunLoop:
             elif err.code() == KafkaError._PARTITION_EOF:
                 if msg.partition() in tasks:
                     self._eof.add((msg.topic() or "", msg.partition() or 0))
+            elif err.code() == KafkaError._AUTO_OFFSET_RESET:
+                gaps.append((msg.topic() or "", msg.partition() or 0, msg.offset() or 0))
             elif (denial := self._faults.consumer_error(err, msg.topic())) is not None:
                 raise denial
             elif static_member_fenced(err) and self._rejoin is not None:
@@ -205,6 +210,7 @@ class RunLoop:
                         "commit", fenced.str())
             self._rejoin()
             return
+        unfinished: set[int] = set()  # partitions whose messages were not all handled
         for partition, run in runs.items():
             task = tasks.get(partition)
             done = 0
@@ -221,6 +227,38 @@ class RunLoop:
                 if task.coordinator.commit_requested:
                     self.commit([task])
                     task = tasks.get(partition)  # a failed commit closes the task
+            if done < len(run):
+                unfinished.add(partition)
+        for topic, partition, offset in gaps:  # not for an open task that stopped mid-run
+            if partition not in unfinished or partition not in tasks:
+                self._out_of_range(topic, partition, offset)
+
+    def _out_of_range(self, topic: str, partition: int, offset: int) -> None:
+        """The group consumer's fetch of ``topic[partition]`` at ``offset`` was out of range
+        (records deleted before the task read them, or a recreated topic): the policy
+        decides where the task resumes (or stops the job); the partition's fetching, which
+        librdkafka stopped, restarts there. A task closed meanwhile is left to its next
+        opening (from its checkpoint), its partition assigned anew, paused, so that opening
+        can seek it."""
+        task = self.tasks.get(partition)
+        tp = TopicPartition(topic, partition)
+        if task is None:
+            if partition in self.opener.pending:  # reopening: its seek must work again
+                self.consumer.incremental_unassign([tp])
+                again = TopicPartition(topic, partition, OFFSET_BEGINNING)
+                self.consumer.incremental_assign([again])
+                self.consumer.pause([again])
+            return
+        low, high = watermarks(self.consumer, topic, partition)
+        reset = self.reset_policy.resolve(topic, partition, offset, low, high, "while running")
+        position = offset
+        if reset is not None:
+            task.apply_reset(reset)
+            position = reset.new
+            self._eof.discard((topic, partition))
+        # librdkafka refuses to seek a partition whose fetch failed this way: assign it anew.
+        self.consumer.incremental_unassign([tp])
+        self.consumer.incremental_assign([TopicPartition(topic, partition, position)])
 
     def _internal_drained(self, now: float) -> bool:
         """Records a task wrote to an internal topic become readable at its commit: commit

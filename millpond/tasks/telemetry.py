@@ -105,7 +105,8 @@ class RuntimeMetrics:
         hist = DurationHistogram(m.commit_seconds.bounds)
         hist.merge(m.commit_seconds)
         sample = TaskSample(t.name, state, m.processed, m.skipped, m.commits, hist,
-                            m.last_commit_time, t.producer.delivery_errors)
+                            m.last_commit_time, t.producer.delivery_errors,
+                            input_skipped=dict(m.input_skipped))
         for name, s in list(t.storage.stores.items()):
             store = StoreSample(name, rocksdb=self._rocksdb.get((t.partition, name)))
             if s.cache is not None:
@@ -132,7 +133,9 @@ def _add(old: TaskSample, new: TaskSample) -> TaskSample:
     out = TaskSample(new.task, new.state, old.processed + new.processed,
                      old.skipped + new.skipped, old.commits + new.commits, hist,
                      new.last_commit_time or old.last_commit_time,
-                     old.delivery_errors + new.delivery_errors, new.lag)
+                     old.delivery_errors + new.delivery_errors, new.lag,
+                     {k: old.input_skipped.get(k, 0) + new.input_skipped.get(k, 0)
+                      for k in old.input_skipped.keys() | new.input_skipped.keys()})
     for name in sorted(old.stores.keys() | new.stores.keys()):
         a = old.stores.get(name) or StoreSample(name)
         b = new.stores.get(name) or StoreSample(name)

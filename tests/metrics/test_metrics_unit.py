@@ -121,6 +121,7 @@ def sample_tasks() -> list[TaskSample]:
         "partition-0", "open", processed=120, skipped=3, commits=4, commit_seconds=hist,
         last_commit_time=1_700_000_000.5, delivery_errors=1,
         lag={"page-views": 7, "clicks": 0},
+        input_skipped={("page-views", "deleted"): 40, ("page-views", "reset_latest"): 2},
         stores={"counts": StoreSample("counts", 90, 30, 5, 60, 1234, 500, 0.25, 0,
                                       {"estimate_num_keys": 42, "live_sst_files_size": 4096,
                                        "cur_size_all_mem_tables": 2048})})
@@ -142,6 +143,7 @@ FAMILIES = {
     # family name (as the parser gives it) -> labels every sample carries (besides le)
     "millpond_messages_processed": {"job", "task"},
     "millpond_messages_skipped": {"job", "task"},
+    "millpond_input_records_skipped": {"job", "task", "topic", "partition", "reason"},
     "millpond_consumer_lag": {"job", "task", "topic"},
     "millpond_commits": {"job", "task"},
     "millpond_commit_duration_seconds": {"job", "task"},
@@ -188,6 +190,10 @@ def test_values_and_types() -> None:
     assert value(f, "millpond_messages_processed_total", task="partition-0") == 120
     assert value(f, "millpond_messages_processed_total", task="partition-2") == 50  # closed
     assert value(f, "millpond_messages_skipped_total", task="partition-0") == 3
+    assert value(f, "millpond_input_records_skipped_total", task="partition-0",
+                 topic="page-views", partition="0", reason="deleted") == 40
+    assert value(f, "millpond_input_records_skipped_total", task="partition-0",
+                 topic="page-views", partition="0", reason="reset_latest") == 2
     assert value(f, "millpond_consumer_lag", task="partition-0", topic="page-views") == 7
     assert value(f, "millpond_consumer_lag", task="partition-0", topic="clicks") == 0
     # a closed task (moved away) has no lag, no assignment and no restore here any more

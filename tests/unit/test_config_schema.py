@@ -31,6 +31,7 @@ from millpond.stores.engines.rocksdb_options import (
     RocksDbOptions,
 )
 from millpond.stores.errors import StoreConfigError
+from millpond.tasks.input_reset import ResetPolicy
 
 REPO = Path(__file__).parents[2]
 PAGE = REPO / "docs" / "reference" / "configuration.md"
@@ -87,6 +88,7 @@ stores.profiles.side.inputs=kafka.user-profiles
 stores.profiles.side.inputs.processor.factory=millpond.sideinputs.KeyValueProcessor
 systems.kafka.bootstrap.servers=127.0.0.1:9092
 systems.kafka.consumer.fetch.min.bytes=1
+systems.kafka.consumer.auto.offset.reset=largest
 systems.kafka.producer.linger.ms=5
 systems.kafka.samza.key.serde=string
 systems.kafka.samza.msg.serde=json
@@ -153,6 +155,7 @@ def parse_everything(props: Properties, seen: set[str]) -> Config:
     for ref in config.job.inputs:
         config.stream_serdes(ref)
     parse_reporters(props)
+    ResetPolicy.of(config)
     return config
 
 
@@ -271,6 +274,10 @@ def test_defaults_are_the_parsers_defaults() -> None:
     assert DEFAULT_HOST == schema.str_default("metrics.reporter.prometheus.host")
 
     from millpond.partitioner import ALIASES, DEFAULT_PARTITIONER, PARTITIONERS
+    from millpond.tasks import input_reset
+    reset = "systems.<system>.consumer.auto.offset.reset"
+    assert ResetPolicy.of(config).policy == input_reset.DEFAULT == schema.str_default(reset)
+    assert tuple(input_reset.SPELLINGS) == schema.key(reset).choices
     from millpond.stores import cached, largemessage
     assert DEFAULT_PARTITIONER == schema.str_default("job.partitioner")
     assert (*PARTITIONERS, *ALIASES) == schema.key("job.partitioner").choices
