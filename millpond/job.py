@@ -19,11 +19,10 @@ from millpond.changelog.generations import job_topics, resolve
 from millpond.changelog.guarantees import STATE_ISOLATION, Guarantee
 from millpond.config import Config, StoreConfig
 from millpond.kafka.admin import TopicAdmin
-from millpond.kafka.clients import LibrdkafkaLog
+from millpond.kafka.clients import OFFSET_RESET_SPELLINGS, LibrdkafkaLog
 from millpond.kafka.faults import ClientFaults
 from millpond.kafka.reading import restore_consumer
 from millpond.partitioner import librdkafka_setting
-from millpond.tasks.input_reset import SPELLINGS
 
 # librdkafka waits up to 10 s between attempts to reach a broker that was away (Kafka's Java
 # client: 1 s); after a broker restart that alone delays resuming by up to 10 s.
@@ -51,8 +50,8 @@ class Job:
                                             "logger": LibrdkafkaLog(listener=self.faults.on_log)}
         self.consumer_conf = {**self.client_conf, **(system.consumer if system else {})}
         reset = str(self.consumer_conf.get("auto.offset.reset", "")).strip().lower()
-        if reset in SPELLINGS:  # librdkafka's spelling of Samza's and Kafka's (none: error)
-            self.consumer_conf["auto.offset.reset"] = SPELLINGS[reset]
+        if reset in OFFSET_RESET_SPELLINGS:  # librdkafka's spelling of Samza's and Kafka's (none: error)
+            self.consumer_conf["auto.offset.reset"] = OFFSET_RESET_SPELLINGS[reset]
         self.producer_conf = {**self.client_conf, "partitioner": librdkafka_setting(config.job.partitioner),
                               **(system.producer if system else {})}
         self.guarantee = Guarantee(config.job.processing_guarantee)

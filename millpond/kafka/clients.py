@@ -35,6 +35,11 @@ _TRANSIENT = ("Coordinator load in progress", "Coordinator not available")
 # Sees each librdkafka line (facility, text); True: the line is explained (see LibrdkafkaLog).
 Listener = Callable[[str, str], "bool | None"]
 
+# auto.offset.reset: every spelling accepted, Kafka's (and librdkafka's) and Samza's, to the
+# policy it means (librdkafka's names).
+OFFSET_RESET_SPELLINGS = {"earliest": "earliest", "smallest": "earliest", "latest": "latest",
+                          "largest": "latest", "error": "error", "none": "error"}
+
 
 class LibrdkafkaLog:
     """The ``logger`` given to librdkafka: each line becomes a ``millpond.kafka`` record

@@ -38,15 +38,13 @@ from dataclasses import dataclass
 from millpond.config import Config
 from millpond.config.schema import str_default
 from millpond.config.values import error as config_error
+from millpond.kafka.clients import OFFSET_RESET_SPELLINGS as SPELLINGS
 from millpond.tasks.errors import TaskError
 
 log = logging.getLogger("millpond.container")
 
 KEY = "systems.kafka.consumer.auto.offset.reset"
 DEFAULT = str_default("systems.<system>.consumer.auto.offset.reset")  # earliest
-# Every spelling accepted, Kafka's (and librdkafka's) and Samza's, to the policy it means.
-SPELLINGS = {"earliest": "earliest", "smallest": "earliest", "latest": "latest",
-             "largest": "latest", "error": "error", "none": "error"}
 
 # Why records were skipped (the metric's ``reason`` label).
 DELETED = "deleted"  # removed from Kafka (retention, DeleteRecords) before the task read them
