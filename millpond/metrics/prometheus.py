@@ -85,6 +85,13 @@ def _task_families(job: str, tasks: list[TaskSample]) -> Iterator[Metric]:
         for (topic, reason), n in sorted(t.input_skipped.items()):
             skipped.add_metric([job, t.task, topic, partition, reason], n)
     yield skipped
+    late = CounterMetricFamily(
+        "millpond_late_records", "Records a dataflow's window operator dropped or sent to its "
+        "late_to topic because their windows had closed", labels=["job", "task", "operator"])
+    for t in tasks:
+        for operator, n in sorted(t.late.items()):
+            late.add_metric([job, t.task, operator], n)
+    yield late
     yield counter("millpond_commits", "Commits of the task", "commits")
     yield counter("millpond_producer_delivery_errors", "Records Kafka did not accept from "
                   "the task's producer (each stops the commit)", "delivery_errors")

@@ -60,6 +60,7 @@ class TaskSample:
     # (input topic, reason) -> records skipped because the task's position there no longer
     # existed (reason "deleted": by retention before being read; "reset_latest": jumped over)
     input_skipped: dict[tuple[str, str], int] = field(default_factory=dict)
+    late: dict[str, int] = field(default_factory=dict)  # window operator -> late records
     stores: dict[str, StoreSample] = field(default_factory=dict)
 
 

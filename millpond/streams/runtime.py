@@ -449,6 +449,11 @@ class DataflowTask(StreamTask):
         ts = envelope.timestamp if envelope.timestamp is not None else -1
         self._chains[envelope.stream](envelope.key, envelope.message, ts)
 
+    @property
+    def late_records(self) -> dict[str, int]:
+        """Late records per window operator so far (a metric)."""
+        return self._env.late_records
+
     def window(self, collector: MessageCollector, coordinator: TaskCoordinator) -> None:
         """Fire the processing-time timers that are due (``task.window.ms`` apart)."""
         self._env.collector = collector

@@ -106,7 +106,8 @@ class RuntimeMetrics:
         hist.merge(m.commit_seconds)
         sample = TaskSample(t.name, state, m.processed, m.skipped, m.commits, hist,
                             m.last_commit_time, t.producer.delivery_errors,
-                            input_skipped=dict(m.input_skipped))
+                            input_skipped=dict(m.input_skipped),
+                            late=dict(getattr(t.task, "late_records", None) or {}))
         for name, s in list(t.storage.stores.items()):
             store = StoreSample(name, rocksdb=self._rocksdb.get((t.partition, name)))
             if s.cache is not None:
@@ -135,7 +136,9 @@ def _add(old: TaskSample, new: TaskSample) -> TaskSample:
                      new.last_commit_time or old.last_commit_time,
                      old.delivery_errors + new.delivery_errors, new.lag,
                      {k: old.input_skipped.get(k, 0) + new.input_skipped.get(k, 0)
-                      for k in old.input_skipped.keys() | new.input_skipped.keys()})
+                      for k in old.input_skipped.keys() | new.input_skipped.keys()},
+                     {k: old.late.get(k, 0) + new.late.get(k, 0)
+                      for k in old.late.keys() | new.late.keys()})
     for name in sorted(old.stores.keys() | new.stores.keys()):
         a = old.stores.get(name) or StoreSample(name)
         b = new.stores.get(name) or StoreSample(name)

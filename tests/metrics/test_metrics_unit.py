@@ -122,6 +122,7 @@ def sample_tasks() -> list[TaskSample]:
         last_commit_time=1_700_000_000.5, delivery_errors=1,
         lag={"page-views": 7, "clicks": 0},
         input_skipped={("page-views", "deleted"): 40, ("page-views", "reset_latest"): 2},
+        late={"views-per-minute": 6},
         stores={"counts": StoreSample("counts", 90, 30, 5, 60, 1234, 500, 0.25, 0,
                                       {"estimate_num_keys": 42, "live_sst_files_size": 4096,
                                        "cur_size_all_mem_tables": 2048})})
@@ -144,6 +145,7 @@ FAMILIES = {
     "millpond_messages_processed": {"job", "task"},
     "millpond_messages_skipped": {"job", "task"},
     "millpond_input_records_skipped": {"job", "task", "topic", "partition", "reason"},
+    "millpond_late_records": {"job", "task", "operator"},
     "millpond_consumer_lag": {"job", "task", "topic"},
     "millpond_commits": {"job", "task"},
     "millpond_commit_duration_seconds": {"job", "task"},
@@ -194,6 +196,8 @@ def test_values_and_types() -> None:
                  topic="page-views", partition="0", reason="deleted") == 40
     assert value(f, "millpond_input_records_skipped_total", task="partition-0",
                  topic="page-views", partition="0", reason="reset_latest") == 2
+    assert value(f, "millpond_late_records_total", task="partition-0",
+                 operator="views-per-minute") == 6
     assert value(f, "millpond_consumer_lag", task="partition-0", topic="page-views") == 7
     assert value(f, "millpond_consumer_lag", task="partition-0", topic="clicks") == 0
     # a closed task (moved away) has no lag, no assignment and no restore here any more
