@@ -150,7 +150,7 @@ def time_window(node: Node, env: Any, emit: Step) -> Step:
         start = t - t % step_ms
         json_key = dumps(key).decode()
         taken = False
-        while start > t - size:
+        while start > t - size and start >= 0:  # (no window starts before time 0)
             end = start + size
             if end <= closed:
                 break  # this window and every earlier one are closed

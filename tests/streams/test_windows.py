@@ -283,3 +283,11 @@ def test_early_results_every_n_records_and_every_t_ms_before_the_final_one() -> 
     assert driver.read("out") == []  # nothing updated since
     with pytest.raises(DataflowError, match="early results are for tumbling and hopping"):
         App().source("v").session_window(10).count("x").final(early_every_records=3)
+
+
+def test_hopping_windows_near_time_zero_start_at_zero() -> None:
+    app = App()
+    app.source("v").hopping_window(10, 5).count("c").final().to("out")
+    driver = TestDriver(app)
+    driver.pipe_all("v", [("k", None, 3), ("k", None, 100)])
+    assert driver.read("out") == [("k", {"start": 0, "end": 10, "value": 1})]  # not [-5, 5)
