@@ -30,7 +30,7 @@ STATEFUL = ("stateful_map", "aggregate", "process", "window", "table", "window_j
 class Node:
     """One operator: its kind, name, function, and the operators fed by its output."""
 
-    kind: str  # source, map, map_kv, filter, flat_map, peek, stateful_map, aggregate, process,
+    kind: str  # source, map, map_kv (map with the key), filter, flat_map, peek, stateful_map, aggregate, process,
     #            window, table (a topic kept in a store), join (a lookup in a table),
     #            window_join (its left side; "window_join_right": its right side), key_by,
     #            branch, route (a branch's output), merge, to
@@ -111,8 +111,8 @@ class Stream:
         self._origin = origin or node.topic or "?"
 
     def _add(self, kind: str, fn: Any = None, name: str | None = None,
-             topic: str | None = None) -> Stream:
-        label = name if name is not None else self._app._label(kind, self._origin)
+             topic: str | None = None, called: str | None = None) -> Stream:
+        label = name if name is not None else self._app._label(called or kind, self._origin)
         node = Node(kind, label, fn=fn, topic=topic, name=name)
         if kind in STATEFUL:
             self._app._store(name or "", node)
@@ -123,7 +123,7 @@ class Stream:
     def map(self, fn: Callable[..., Any], *, with_key: bool = False) -> Stream:
         """``fn(value)`` for each value (with ``with_key``: ``fn(key, value)``); the key
         stays."""
-        return self._add("map_kv" if with_key else "map", fn)
+        return self._add("map_kv" if with_key else "map", fn, called="map")
 
     def map_values(self, fn: Callable[[Any], Any]) -> Stream:
         """The same as :meth:`map` (Kafka Streams' name): values change, keys never do."""
