@@ -246,6 +246,8 @@ def windows(h: Harness) -> None:
     want = reference(ds)
     counts = ds.reference()  # the plain count's reference (flush keys included)
     topic = h.topic("windows", ds)
+    # The report's input line (value sizes) when no other workload made the main topic.
+    h.results.setdefault("input", {"topic": topic, **ds.describe(counts)})
     messages = ds.messages
     plan = _plan(h)
     h.results["windows"] = {
