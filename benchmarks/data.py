@@ -297,7 +297,8 @@ def read_records(bootstrap: str, topic: str,
 
 
 def timestamps(bootstrap: str, topic: str) -> list[float]:
-    """Every record's timestamp (seconds; CreateTime: when its writer sent it) in ``topic``,
+    """Every record's timestamp (seconds; CreateTime: when its writer sent it, or on a
+    LogAppendTime topic when the broker appended it) in ``topic``,
     sorted. Read read_uncommitted; a finished run's records were all committed."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-ts-{uuid.uuid4().hex}",
                          "enable.auto.commit": False, "enable.partition.eof": True,
