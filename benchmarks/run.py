@@ -83,6 +83,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="millpond's counts in the dataflow workload (default all: the dataflow "
                         "and the StreamTask count at effectively-once and exactly-once, and "
                         "the one- and two-stage apps of the hop)")
+    p.add_argument("--bytewax-wait-s", type=float, default=120.0,
+                   help="Bytewax's wait_for_system_duration in the windows workload (default "
+                        "120: a key's next record, 100k messages later, is not late on a "
+                        "loaded machine; 0 is ~3x faster at 10k users, but at 100k users "
+                        "Bytewax reads ~1k msg/s and a key's next record comes later on the "
+                        "wall clock than in event time)")
     p.add_argument("--messages", type=int, help="input messages (default 2M; --quick 20k)")
     p.add_argument("--users", type=int, help="distinct user ids (default 100k; --quick 2k)")
     p.add_argument("--partitions", type=int, default=4, help="input partitions (default 4)")
