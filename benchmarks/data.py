@@ -100,17 +100,20 @@ PAGES = ("/", "/products", "/cart", "/checkout", "/search", "/account", "/help")
 TS0 = 1_700_000_000_000
 
 
-def page_view(i: int, user: str) -> str:
+def page_view(i: int, user: str, ts: int | None = None) -> str:
     """Message ``i`` as compact JSON (the bytes ``json.dumps(..., separators=(",", ":"))``
-    gives; formatted directly, ~5x faster)."""
-    return (f'{{"user_id":"{user}","page":"{PAGES[i % 7]}","ts":{TS0 + i},'
+    gives; formatted directly, ~5x faster). ``ts``: its event time in ms (default
+    ``TS0 + i``)."""
+    return (f'{{"user_id":"{user}","page":"{PAGES[i % 7]}","ts":{TS0 + i if ts is None else ts},'
             f'"session":"s-{(i * 31) % 999_983:06d}","seq":{i}}}')
 
 
 def make_dataset(messages: int, users: int, partitions: int, *, zipf: float | None = None,
-                 seed: int = 14) -> Dataset:
+                 seed: int = 14, span_ms: int | None = None) -> Dataset:
     """JSON page views keyed by ``user_id``: users in a fixed interleaved walk (uniform: every
-    user gets messages/users of them), or drawn from a Zipf law with exponent ``zipf``."""
+    user gets messages/users of them), or drawn from a Zipf law with exponent ``zipf``.
+    ``span_ms``: the values' ``ts`` go from TS0 to TS0 + span_ms in message order (message i
+    at ``TS0 + i * span_ms // messages``; default: ``TS0 + i``, one ms a message)."""
     picks: Iterable[int] = (zipf_users(messages, users, zipf, seed) if zipf
                             else ((i * 7919) % users for i in range(messages)))
     names: dict[int, tuple[str, bytes]] = {}  # a user's key is made once
@@ -121,7 +124,8 @@ def make_dataset(messages: int, users: int, partitions: int, *, zipf: float | No
         if name is None:
             user = f"user-{u:06d}"
             name = names[u] = (user, user.encode())
-        append((name[1], page_view(i, name[0]).encode(), u % partitions))
+        ts = None if span_ms is None else TS0 + i * span_ms // messages
+        append((name[1], page_view(i, name[0], ts).encode(), u % partitions))
     return Dataset(messages, users, partitions, records, zipf, seed if zipf else None)
 
 
@@ -264,8 +268,37 @@ def final_values(data: Dataset) -> dict[str, str]:
 
 
 
+def read_records(bootstrap: str, topic: str,
+                 isolation: str = "read_committed") -> list[tuple[bytes | None, bytes | None]]:
+    """Every record of ``topic`` as ``(key, value)``, partition by partition in offset order."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-rd-{uuid.uuid4().hex}",
+                         "enable.auto.commit": False, "enable.partition.eof": True,
+                         "isolation.level": isolation,
+                         "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS})
+    out: list[tuple[bytes | None, bytes | None]] = []
+    try:
+        md = consumer.list_topics(topic, timeout=30).topics[topic]
+        consumer.assign([TopicPartition(topic, p, 0) for p in md.partitions])
+        remaining = set(md.partitions)
+        deadline = time.monotonic() + 600
+        while remaining and time.monotonic() < deadline:
+            for msg in consumer.consume(1000, 0.5):
+                if msg.error():
+                    if msg.error().code() == KafkaError._PARTITION_EOF:
+                        remaining.discard(msg.partition())
+                        continue
+                    raise RuntimeError(msg.error().str())
+                out.append((msg.key(), msg.value()))
+    finally:
+        consumer.close()
+    if remaining:
+        raise RuntimeError(f"did not reach the end of {topic} partitions {sorted(remaining)}")
+    return out
+
+
 def timestamps(bootstrap: str, topic: str) -> list[float]:
-    """Every record's timestamp (seconds; CreateTime: when its writer sent it) in ``topic``,
+    """Every record's timestamp (seconds; CreateTime: when its writer sent it, or on a
+    LogAppendTime topic when the broker appended it) in ``topic``,
     sorted. Read read_uncommitted; a finished run's records were all committed."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-ts-{uuid.uuid4().hex}",
                          "enable.auto.commit": False, "enable.partition.eof": True,

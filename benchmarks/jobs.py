@@ -156,3 +156,22 @@ def two_stage_app(config: Any) -> App:
     (app.source(_topic(config, "bench.input")).peek(_first_mark(config)).filter(keep)
      .key_by("by-user", user_of).count("counts").to(_topic(config, "bench.output")))
     return app
+
+
+WINDOW_MS = 60_000  # the windows workload's tumbling window (1 minute)
+
+
+def event_time(view: dict[str, Any]) -> int:
+    """The windows workload's event time: the page view's ``ts`` field (ms)."""
+    return int(view["ts"])
+
+
+def window_app(config: Any) -> App:
+    """The windows workload: a 1-minute tumbling count per key by the value's ``ts``, final
+    results only (``{"start", "end", "value"}``, once per key and window when the operator's
+    stream time passes the window's end; grace 0), sent to ``bench.output``."""
+    app = App()
+    (app.source(_topic(config, "bench.input")).peek(_first_mark(config))
+     .tumbling_window(WINDOW_MS, timestamp=event_time).count("windows").final()
+     .to(_topic(config, "bench.output")))
+    return app

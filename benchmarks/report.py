@@ -6,6 +6,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from benchmarks.common import summarize
+
 
 def _med(fig: dict[str, Any] | None) -> float | None:
     return fig.get("median") if fig else None
@@ -56,6 +58,15 @@ DF_KEYS = {"eo": "millpond dataflow effectively-once", "eos": "millpond dataflow
            "quix-eos": "quix exactly-once"}
 RAW_CONSUME_SHARE = 0.25
 DECODE_CEILING_SHARE = 0.60
+# The windows workload's targets (the windows issue): millpond's 1-minute tumbling count (final
+# results) >= 5x Quix Streams' and >= 4x Bytewax's, and >= 50% of the same round's plain
+# dataflow count of the same topic.
+WIN_KEYS = {"windows": "millpond dataflow windows (effectively-once)",
+            "count": "millpond dataflow count (effectively-once)",
+            "quix": "quix windows (at-least-once)", "bytewax": "bytewax windows (recovery on)"}
+WIN_GOALS = (("quix", 5.0, "Quix Streams windows (at-least-once)"),
+             ("bytewax", 4.0, "Bytewax windows (recovery on)"))
+WIN_COUNT_SHARE = 0.50
 
 
 def _ceiling_targets(add: Any, prefix: str, row: str, guarantee: str, entry: dict[str, Any],
@@ -153,6 +164,36 @@ def _dataflow_targets(add: Any, df: dict[str, Any]) -> None:
             row="dataflow hop",
             short=f"hop cost <= {goal:.0%} (to 90% of the counts sent)" if goal
             else "hop cost to process exit")
+
+
+def _windows_targets(add: Any, win: dict[str, Any]) -> None:
+    """The windows workload: millpond's windowed count against Quix Streams' and Bytewax's
+    (>= 5x, >= 4x) and against the plain dataflow count of the same round and topic (>= 50%),
+    per run pair; beside each the same pair by CPU s per message (info)."""
+    runs = win.get("runs") or {}
+    ours = runs.get(WIN_KEYS["windows"]) or {}
+    if not ours:
+        return
+    for key, goal, what in WIN_GOALS:
+        theirs = runs.get(WIN_KEYS[key]) or {}
+        r = paired_ratio(ours, theirs, "msgs_per_s") if theirs else None
+        if r is None:
+            continue
+        add(f"windows (effectively-once) >= {goal:g}x {what}", _med(r), goal, "x",
+            "msg/s / msg/s, per run pair", spread=r, row="windows",
+            short=f">= {goal:g}x {what}")
+        cpu = paired_ratio(theirs, ours, "cpu_s")
+        if cpu:
+            add(f"windows (effectively-once) vs {what}, by CPU s per message", _med(cpu), None,
+                "x", "their CPU s / ours, per run pair", spread=cpu, row="windows",
+                short=f"{what} by CPU")
+    count = runs.get(WIN_KEYS["count"]) or {}
+    r = paired_ratio(ours, count, "msgs_per_s") if count else None
+    if r is not None:
+        add(f"windows (effectively-once) >= {WIN_COUNT_SHARE:.0%} of the dataflow count "
+            "(effectively-once, same topic)", _med(r), WIN_COUNT_SHARE, "fraction",
+            "windows msg/s / count msg/s, per round", spread=r, row="windows",
+            short=f">= {WIN_COUNT_SHARE:.0%} of the dataflow count")
 
 
 def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
@@ -272,6 +313,7 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
             short=">= 3x Faust")
 
     _dataflow_targets(add, results.get("dataflow") or {})
+    _windows_targets(add, results.get("windows") or {})
 
     restore = results.get("restore", {})
     m_rs, q_rs = restore.get("millpond restore --full") or {}, restore.get("quix recovery") or {}
@@ -406,8 +448,8 @@ def versions_text(meta: dict[str, Any]) -> str:
              f"broker, `millpond dev kafka`), librdkafka {v.get('librdkafka')} (confluent-kafka "
              f"{v.get('confluent_kafka')}), rocksdict {v.get('rocksdict')}, millpond "
              f"{v.get('millpond')}"]
-    runs_in = {"quix": {"count", "skew", "restore", "dataflow"}, "faust": {"count"},
-               "bytewax": {"dataflow"}}
+    runs_in = {"quix": {"count", "skew", "restore", "dataflow", "windows"}, "faust": {"count"},
+               "bytewax": {"dataflow", "windows"}}
     ran = {peer for peer, workloads in runs_in.items()
            if peer in (meta.get("systems") or [])
            and set(meta.get("workloads") or []) & workloads}
@@ -537,6 +579,18 @@ def markdown(results: dict[str, Any]) -> str:
                           dl.get("consume_json_msgs_per_s"), "msg/s", "orjson"))
         _count_rows(lines, "dataflow workload", df.get("count") or {}, list(DF_KEYS.values()),
                     dl)
+
+    win = results.get("windows") or {}
+    if win.get("runs"):
+        wl, wi = win.get("limits") or {}, win.get("input") or {}
+        decode = [c.get("msgs_per_s") for c in (wl.get("runs") or {}).get("consume_json", [])]
+        if decode:
+            lines.append(_row("**Windows topic ceiling**: raw consume + JSON decode",
+                              summarize([d for d in decode if d]), "msg/s",
+                              f"{wi.get('messages', 0):,} msgs, ts over "
+                              f"{wi.get('span_ms', 0) // 1000} s, "
+                              f"{wi.get('windows_expected', 0):,} windows expected"))
+        _count_rows(lines, "windows workload", win["runs"], list(WIN_KEYS.values()), {})
 
     rss = results.get("rss") or {}
     if rss.get("count"):
@@ -916,6 +970,18 @@ def readme_table(results: dict[str, Any]) -> str:
                 "filter -> count -> to (one-stage), effectively-once",
                 f"two-stage {_count_cell(two)}{last(two)}; one-stage {_count_cell(one)}"
                 f"{last(one)}")
+    wr = (results.get("windows") or {}).get("runs") or {}
+    if wr.get(WIN_KEYS["windows"]):
+        wi = (results.get("windows") or {}).get("input") or {}
+        plain = wr.get(WIN_KEYS["count"])
+        label = (f"dataflow 1-minute tumbling count per user, final results, by event time, "
+                 f"{_many(wi.get('messages', 0))} msgs, {_many(wi.get('users', 0))} users, "
+                 "effectively-once")
+        if plain:
+            label += f" (plain dataflow count of the same topic: {_count_cell(plain)})"
+        q = wr.get(WIN_KEYS["quix"])
+        row("windows", label, _count_cell(wr.get(WIN_KEYS["windows"])),
+            _count_cell(q) if q else "", bytewax=_count_cell(wr.get(WIN_KEYS["bytewax"])))
     skew = results.get("skew") or {}
     sk = skew.get("count") or {}
     if sk:
@@ -932,6 +998,7 @@ def readme_table(results: dict[str, Any]) -> str:
                 _count_cell(q) if q else (NO_MODE if "quix" in meta.get("systems", [])
                                           else ""),
                 ceiling=_ceiling_cell(skew.get("limits") or {}) if i == 0 else "")
+
     rss = results.get("rss") or {}
     if rss.get("count"):
         ri = rss.get("input") or {}

@@ -10,7 +10,10 @@ at each guarantee, Quix Streams, Faust; and millpond effectively-once once more 
 the Prometheus reporter on and scraped every second: the reporter's cost), ``dataflow``
 (the count written with the streams API beside the StreamTask count, the consume + decode
 ceiling, Bytewax 0.21 and Quix Streams; and filter -> key_by -> count -> to beside filter ->
-count -> to: the repartition hop's cost), ``skew`` (the same count on a Zipf-keyed topic, 2M
+count -> to: the repartition hop's cost), ``windows`` (a 1-minute tumbling count per user
+with final results by the value's event time: millpond's dataflow, Quix Streams and Bytewax
+0.21, each checked against the exact windows of the data, beside millpond's plain dataflow
+count of the same topic; benchmarks/workloads/windows.py), ``skew`` (the same count on a Zipf-keyed topic, 2M
 messages over 1M users with exponent 1.1: hot keys and a long tail; millpond and Quix Streams,
 with that topic's own consume and consume + decode ceilings), ``rss`` (peak RSS of the
 millpond count with defaults on a uniform topic over 1M users), ``restore`` (rebuild the
@@ -43,12 +46,12 @@ from typing import Any
 from benchmarks import meta, report
 from benchmarks.common import REPO, Conditions, load_average
 from benchmarks.harness import Harness, say
-from benchmarks.workloads import count, dataflow, limits, restore, spark, store
+from benchmarks.workloads import count, dataflow, limits, restore, spark, store, windows
 
 # Every workload, in the order a run goes through them (``--only`` picks some).
 STEPS: dict[str, Callable[[Harness], None]] = {
     "limits": limits.limits, "count": count.count, "dataflow": dataflow.dataflow,
-    "skew": count.skew, "rss": count.rss,
+    "windows": windows.windows, "skew": count.skew, "rss": count.rss,
     "restore": restore.restore, "snapshot-restore": restore.snapshot_restore,
     "store": store.store, "spark": spark.spark}
 WORKLOADS = tuple(STEPS)
@@ -80,6 +83,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="millpond's counts in the dataflow workload (default all: the dataflow "
                         "and the StreamTask count at effectively-once and exactly-once, and "
                         "the one- and two-stage apps of the hop)")
+    p.add_argument("--bytewax-wait-s", type=float, default=120.0,
+                   help="Bytewax's wait_for_system_duration in the windows workload (default "
+                        "120: a key's next record, 100k messages later, is not late on a "
+                        "loaded machine; 0 is ~3x faster at 10k users, but at 100k users "
+                        "Bytewax reads ~1k msg/s and a key's next record comes later on the "
+                        "wall clock than in event time)")
     p.add_argument("--messages", type=int, help="input messages (default 2M; --quick 20k)")
     p.add_argument("--users", type=int, help="distinct user ids (default 100k; --quick 2k)")
     p.add_argument("--partitions", type=int, default=4, help="input partitions (default 4)")

@@ -84,13 +84,17 @@ def _hop_run(h: Harness, r: int, key: str, guarantee: str, app: str | None,
              reference: dict[str, int]) -> dict[str, Any]:
     """One run of a hop app, writing to an output topic of its own. Besides the run's rate to
     its exit, ``msgs_per_s_to_90pct_sent``: SENT_SHARE of the input over first message -> the
-    time SENT_SHARE of its counts had been sent (the output records' CreateTime), the rate
+    time SENT_SHARE of its counts had been sent (the output records' LogAppendTime), the rate
     without the bounded run's end (draining the internal topic, the last commits, close)."""
     a = h.args
     assert h.input_topic is not None
     tag = f"d{r}k{ORDER.index(key)}"
     output = f"millpond-bench-dfout-{h.salt}-{tag}"
-    data.create_topic(a.bootstrap, output, a.partitions)
+    # LogAppendTime: the broker stamps each output record when it is appended. A dataflow's
+    # to() sends a record with its input record's timestamp (CreateTime would be the input's
+    # produce time, before the job started), so the topic's own clock is what says "sent".
+    data.create_topic(a.bootstrap, output, a.partitions,
+                      **{"message.timestamp.type": "LogAppendTime"})
     h.topics.append(output)
     try:
         res = systems.millpond_count(h.ctx, h.input_topic, a.messages, guarantee, tag,

@@ -1,11 +1,14 @@
-"""The dataflow workload's apps (benchmarks/jobs.py) on the streams TestDriver, without Kafka:
-each counts what the StreamTask count or the hop's reference counts; and the dataflow
-workload's targets from a results dict."""
+"""The dataflow and windows workloads' apps (benchmarks/jobs.py) on the streams TestDriver,
+without Kafka: each counts what the StreamTask count or the hop's reference counts, the
+window app sends the windows workload's reference windows; and both workloads' targets from
+a results dict."""
 
 from __future__ import annotations
 
 from collections import Counter
 from typing import Any
+
+import orjson
 
 from benchmarks import jobs, report
 from benchmarks.data import PAGES
@@ -65,3 +68,41 @@ def _meta() -> dict[str, Any]:
             "date": "2026-11-26T00:00:00+00:00", "command": "python -m benchmarks.run",
             "sizes": {"messages": 1_000_000, "users": 100, "partitions": 4}, "runs": 2,
             "commit_ms": 5000, "systems": ["millpond", "bytewax"], "workloads": ["dataflow"]}
+
+
+def test_window_app_sends_the_reference_windows_once_each() -> None:
+    """The windows workload's app on its own generated data (with the flush records): every
+    window of the data is sent once, as windows.reference computes them; only the flush
+    keys' windows stay open."""
+    from benchmarks.workloads import windows
+
+    ds = windows.window_dataset(3_000, 100, 1)  # one partition: the driver's one task
+    want = windows.reference(ds)
+    assert len(want) > 100 and all(end - int(k.split("|")[1]) == jobs.WINDOW_MS
+                                   for k, (end, _) in want.items())
+    assert sum(n for _, n in want.values()) == 3_000
+    driver = TestDriver(jobs.window_app(CONFIG))
+    driver.pipe_all("views", [(k.decode(), orjson.loads(v)) for k, v, _ in ds.records])
+    sent = driver.read("out")
+    got = {f"{k}|{v['start']}": [v["end"], v["value"]] for k, v in sent}
+    assert len(got) == len(sent)  # none twice
+    assert got == want
+
+
+def test_windows_targets_pair_runs() -> None:
+    runs = {report.WIN_KEYS[k]: {"runs": [_run(*a)]} for k, a in (
+        ("windows", (100.0, 10.0)), ("count", (150.0, 5.0)), ("quix", (25.0, 40.0)),
+        ("bytewax", (20.0, 30.0)))}
+    results = {"windows": {"runs": runs, "input": {"messages": 1_000_000, "users": 100}}}
+    got = {t["target"]: t for t in report.targets(results)}
+    quix = got["windows (effectively-once) >= 5x Quix Streams windows (at-least-once)"]
+    assert quix["value"] == 4.0 and quix["status"] == "miss"
+    bw = got["windows (effectively-once) >= 4x Bytewax windows (recovery on)"]
+    assert bw["value"] == 5.0 and bw["status"] == "pass"
+    assert got["windows (effectively-once) vs Bytewax windows (recovery on), by CPU s per "
+               "message"]["value"] == 3.0
+    share = got["windows (effectively-once) >= 50% of the dataflow count (effectively-once, "
+                "same topic)"]
+    assert round(share["value"], 6) == round(100 / 150, 6) and share["status"] == "pass"
+    table = report.readme_table({**results, "meta": _meta(), "workload_conditions": {}})
+    assert "tumbling count per user" in table and ">= 5x Quix Streams windows" in table
