@@ -115,9 +115,13 @@ def time_window(node: Node, env: Any, emit: Step) -> Step:
                         raise OperatorError(label, exc) from exc
                     emit(key, {"start": start, "end": end, "value": out}, end - 1)
         store.delete_all(done)
-        clock["next"] = first_end(store)
+        # The next window end that can exist (ends are size + a multiple of step): a lower
+        # bound, no second scan; a close at a bound with no window there finds nothing.
+        offset = size % step_ms
+        clock["next"] = cutoff + 1 + (offset - cutoff - 1) % step_ms
 
     saw_record = _idle_ticks(spec, env, clock, store, close, grace)
+    prefixes: dict[int, str] = {}  # window start -> "<end>|<start>|" (the open windows')
 
     def early(state: Any, start: int, end: int) -> dict[str, Any]:
         try:
@@ -144,7 +148,7 @@ def time_window(node: Node, env: Any, emit: Step) -> Step:
         env.clock.ticks.append(tick)
 
     def step(key: Any, value: Any, ts: int) -> None:
-        t = _time_of(label, ts_of, value, ts)
+        t = ts if ts_of is None and 0 <= ts <= MAX_TIME else _time_of(label, ts_of, value, ts)
         now = _observe(t, clock, store, saw_record)
         closed = now - grace  # windows ending at or before this are closed
         start = t - t % step_ms
@@ -154,7 +158,12 @@ def time_window(node: Node, env: Any, emit: Step) -> Step:
             end = start + size
             if end <= closed:
                 break  # this window and every earlier one are closed
-            window = f"{end:0{WIDTH}d}|{start:0{WIDTH}d}|{json_key}"
+            prefix = prefixes.get(start)
+            if prefix is None:
+                if len(prefixes) > 1000:  # only the open windows' are wanted
+                    prefixes.clear()
+                prefix = prefixes[start] = f"{end:0{WIDTH}d}|{start:0{WIDTH}d}|"
+            window = prefix + json_key
             state = store.get(window)
             try:
                 state = add(init() if state is None else state, value)
