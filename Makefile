@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install kafka-jars kafka-up kafka-down demo test test-faults test-security test-cluster test-fast faults lint docs bench bench-smoke clean
+.PHONY: install kafka-jars kafka-up kafka-down demo test test-faults test-dataflow-faults test-security test-cluster test-fast faults lint docs bench bench-smoke clean
 
 # Create the virtualenv and install millpond with its test and lint tools. setuptools shows a
 # notice ("Editable installation ... folders in your working directory with the same name as
@@ -45,10 +45,16 @@ test: kafka-jars
 	$(BIN)/pytest -q -ra --durations=15 -m "not cluster and not secure" --ignore=tests/faults
 
 # The fault suite's short versions (SIGKILLs, zombies, damage, bad input); `make faults` is
-# the long one.
+# the long one. The dataflow apps' fault tests (3 processes each) are their own target, so
+# each run stays under 20 min on 2 cores.
+DATAFLOW_FAULTS := tests/faults/test_dataflow_faults.py tests/faults/test_window_faults.py
 test-faults: kafka-jars
 	$(PYC)
-	$(BIN)/pytest -q -ra --durations=10 tests/faults
+	$(BIN)/pytest -q -ra --durations=10 tests/faults $(DATAFLOW_FAULTS:%=--ignore=%)
+
+test-dataflow-faults: kafka-jars
+	$(PYC)
+	$(BIN)/pytest -q -ra --durations=10 $(DATAFLOW_FAULTS)
 
 # The security suite against a secured broker (SASL_SSL, SCRAM, ACLs; started by the tests):
 # a job and every command with only the properties file, millpond acls and check, denials.
