@@ -8,7 +8,8 @@ the paused process's tasks moved and it resumed as a zombie, live input).
    must be recent: the broker's retention deletes records timestamped in 1970). The windows' operator reads the internal topic, where the views of
    different source tasks interleave as the processes happened to re-key them: a source task
    that a fault held up lags the others by the wall time it lost, so the grace covers
-   ``GRACE_S`` of it (the input runs at ``RATE`` ms of event time per wall second), and the
+   ``GRACE_S`` of it (``GRACE_LONG_S`` in the three-round runs, whose SIGSTOP pauses last up
+   to 35 s; the input runs at ``RATE`` ms of event time per wall second), and the
    test fails on any late record (the job logs them). Windows close under the faults; at the
    end a clean ``--bounded`` run on a fresh state directory restores the stores and takes the
    rest of the views, then one closing view per page, far ahead in event time, is produced
@@ -71,7 +72,7 @@ USERS = 400
 RATE = 400.0  # records per second; event time moves 1 ms per record
 SIZE_MS = 1_000  # the window: 2.5 s of wall time
 GRACE_S = 20.0  # a source task may lag the others this long (wall time) without late records
-GRACE_MS = int(GRACE_S * RATE)
+GRACE_LONG_S = 60.0  # the same, in the three-round runs (one of 20 s had late records)
 DISORDER = 100  # ms of event-time disorder within a partition (well below the graces)
 WITHIN_MS = 400  # the join's window
 JOIN_GRACE_MS = 1_000
@@ -336,11 +337,12 @@ def once_check(seen: Counter[Any], wanted: set[Any]) -> tuple[int, int, int]:
 def run_window_chaos(guarantee: str, seed: int, rounds: int, report: Callable[..., None],
                      bootstrap: str, topic_name: Callable[[str], str], tmp_path: Path) -> None:
     rng = random.Random(seed)
+    grace_ms = int((GRACE_S if rounds == 1 else GRACE_LONG_S) * RATE)
     source, out, job = topic_name("views"), topic_name("windows"), topic_name("job")
     for topic in (source, out):
         create_topic(bootstrap, topic, PARTITIONS)
     (tmp_path / "window_faults_app.py").write_text(WINDOW_APP.format(
-        source=source, out=out, size=SIZE_MS, grace=GRACE_MS))
+        source=source, out=out, size=SIZE_MS, grace=grace_ms))
     config = config_writer(tmp_path, job, "window_faults_app", guarantee, bootstrap)
     internal = f"{job}-1-by-page-repartition"
     live = Live(bootstrap, RATE, views_maker(source, seed, now_ms()))
@@ -368,7 +370,7 @@ def run_window_chaos(guarantee: str, seed: int, rounds: int, report: Callable[..
     assert not committed_after(bootstrap, internal, last), "re-keyed views left unread"
     # Close every window: a view per page, far ahead of the others.
     top = max(v["ts"] for v in views)
-    far = (top // SIZE_MS + 2) * SIZE_MS + GRACE_MS
+    far = (top // SIZE_MS + 2) * SIZE_MS + grace_ms
     closer = Live(bootstrap, RATE, lambda n: [])
     for k in range(PAGES):
         closer.send(source, f"closer-{k}", {"user_id": f"closer-{k}", "page": f"/p{k}",
