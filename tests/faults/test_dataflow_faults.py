@@ -206,12 +206,14 @@ class Tally:
 
 
 class Job:
-    """The job's processes: PROCESSES slots, each with a state dir of its own."""
+    """The job's processes: PROCESSES slots, each with a state dir of its own. ``sources``:
+    the job's input topics (each task's progress: its committed offsets summed over them);
+    ``internal``: its key_by's internal topic, if it has one."""
 
     def __init__(self, tmp: Path, config: Callable[[str], Path], bootstrap: str, job: str,
-                 source: str) -> None:
-        self.config, self.bootstrap, self.job, self.source = config, bootstrap, job, source
-        self.internal = f"{job}-1-by-page-repartition"
+                 sources: tuple[str, ...], internal: str | None) -> None:
+        self.config, self.bootstrap, self.job = config, bootstrap, job
+        self.sources, self.internal = sources, internal
         self.offsets = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{job}-ends"})
         self.logs = tmp / "logs"
         self.logs.mkdir()
@@ -259,15 +261,25 @@ class Job:
             return {}
         return {int(task.rsplit("-", 1)[1]): offs[-1] for task, offs in history.items()}
 
+    def progress(self, inputs: dict[str, int]) -> int:
+        """A task's committed offsets (``inputs``) summed over the sources."""
+        return sum(inputs.get(source, 0) for source in self.sources)
+
     def committed(self) -> dict[int, int]:
-        """Each task's last committed offset of the source."""
-        return {p: inputs.get(self.source, 0) for p, inputs in self.checkpoints().items()}
+        """Each task's last committed offsets of the sources (summed)."""
+        return {p: self.progress(inputs) for p, inputs in self.checkpoints().items()}
 
     def ends(self) -> dict[int, int]:
-        """Each partition's end offset of the source."""
-        return {p: self.offsets.get_watermark_offsets(TopicPartition(self.source, p),
-                                                      timeout=30)[1]
+        """Each partition's end offsets of the sources (summed)."""
+        return {p: sum(self.offsets.get_watermark_offsets(TopicPartition(source, p),
+                                                          timeout=30)[1]
+                       for source in self.sources)
                 for p in range(PARTITIONS)}
+
+    def all_rekeyed(self) -> bool:
+        """Every task has committed records of the internal topic."""
+        return all(self.checkpoints().get(p, {}).get(self.internal or "", 0) > 0
+                   for p in range(PARTITIONS))
 
     def awake(self) -> list[Member]:
         return [m for m in self.members.values() if m.alive and m.signalled is None]
@@ -291,13 +303,14 @@ class Job:
         member.popen.wait(30)
         ckpts = self.checkpoints()  # the dead process's tasks commit nothing more
         ends = self.ends()
-        committed = {p: inputs.get(self.source, 0) for p, inputs in ckpts.items()}
+        committed = {p: self.progress(inputs) for p, inputs in ckpts.items()}
         self.tally.kills.append({
             "when": when, "committed": sum(committed.values()), "total": sum(ends.values()),
             "owned": sorted(owned),
             "left": sorted(p for p in owned if committed.get(p, 0) < ends[p]),
-            # re-keyed views its tasks had counted and committed
-            "counted": sum(ckpts.get(p, {}).get(self.internal, 0) for p in owned)})
+            # re-keyed records its tasks had taken and committed
+            "counted": sum(ckpts.get(p, {}).get(self.internal, 0) for p in owned)
+            if self.internal else 0})
 
     def restart_later(self, slot: int, rng: random.Random) -> None:
         time.sleep(rng.uniform(0.5, 2.0))  # a random moment, not a wait
@@ -345,7 +358,7 @@ class Job:
                 if m is victim or not m.alive:
                     continue
                 for task, _, inputs in ready_lines(m.text()[seen.get(m.name, 0):]):
-                    resumed[int(task.rsplit("-", 1)[1])] = inputs[self.source]
+                    resumed[int(task.rsplit("-", 1)[1])] = self.progress(inputs)
             return resumed if owned <= set(resumed) else {}
 
         resumed = self.wait(f"{victim.name}'s tasks {sorted(owned)} opened elsewhere",
@@ -493,7 +506,7 @@ def run_dataflow_chaos(guarantee: str, seed: int, rounds: int, report: Callable[
         })
 
     views = Views(bootstrap, source, RATE, seed)
-    cluster = Job(tmp_path, config, bootstrap, job, source)
+    cluster = Job(tmp_path, config, bootstrap, job, (source,), f"{job}-1-by-page-repartition")
     try:
         views.start()
         for slot in range(PROCESSES):
@@ -507,9 +520,7 @@ def run_dataflow_chaos(guarantee: str, seed: int, rounds: int, report: Callable[
             cluster.kill_anytime(rng)
         # A task that moved catches up on its source before it reads re-keyed views (see
         # RATE): until every task has counted some, so the stores hold the chaos's counts.
-        cluster.wait("every task counting re-keyed views", lambda: all(
-            cluster.checkpoints().get(p, {}).get(cluster.internal, 0) > 0
-            for p in range(PARTITIONS)))
+        cluster.wait("every task counting re-keyed views", cluster.all_rekeyed)
         views.stop()
         cluster.stop_all()
     finally:
@@ -527,7 +538,7 @@ def run_dataflow_chaos(guarantee: str, seed: int, rounds: int, report: Callable[
         final.stderr[-3000:])
     # Every task had counted under the faults: each resumes past re-keyed views with a count
     # store restored from its changelog.
-    internal = cluster.internal
+    internal = f"{job}-1-by-page-repartition"
     for task, restored, inputs in resumed:
         assert inputs.get(internal, 0) > 0 and restored > 0, (
             f"{task} counted nothing before the final run: {inputs}, {restored} restored")
