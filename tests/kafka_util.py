@@ -17,8 +17,10 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from millpond.kafka.reading import watermarks
 
 REPO = Path(__file__).resolve().parents[1]
 MILLPOND = str(Path(sys.executable).with_name("millpond"))
@@ -213,19 +215,9 @@ def read_stable(bootstrap: str, topic: str, timeout: float = 60) -> list[Any]:
     try:
         md = consumer.list_topics(topic, timeout=30).topics[topic]
         ends: dict[int, int] = {}
-        deadline = time.monotonic() + timeout
         for p in md.partitions:
-            while True:  # a topic created a moment ago may have no leader yet
-                try:
-                    _, stable = consumer.get_watermark_offsets(TopicPartition(topic, p),
-                                                               timeout=30)
-                    break
-                except KafkaException as exc:
-                    if not exc.args[0].retriable() and exc.args[0].code() not in (
-                            KafkaError.NOT_LEADER_FOR_PARTITION,
-                            KafkaError.LEADER_NOT_AVAILABLE) or time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.1)
+            # (retries a just-created topic's missing leader, within the timeout)
+            _, stable = watermarks(consumer, topic, p, timeout)
             if stable > 0:
                 ends[p] = stable
         consumer.assign([TopicPartition(topic, p, 0) for p in ends])

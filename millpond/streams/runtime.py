@@ -61,21 +61,20 @@ def _none(key: Any, value: Any, ts: int) -> None:
     return None
 
 
-def bind(node: Node, env: Env, timed: list[TimedOperator],
-         memo: dict[int, Any] | None = None) -> Step:
+def bind(node: Node, env: Env, memo: dict[int, Any] | None = None) -> Step:
     """The function that runs ``node`` and everything downstream of it for one record (a
-    ``process`` operator adds itself to ``timed``, for its timers). An operator several
+    ``process`` operator adds itself to ``env.clock``, for its timers). An operator several
     streams feed (after a ``merge``) is bound once (``memo``), so its state in memory, e.g.
     a window's stream time, is one."""
     memo = {} if memo is None else memo
     step = memo.get(id(node))
     if step is None:
-        step = memo[id(node)] = _bind(node, env, timed, memo)
+        step = memo[id(node)] = _bind(node, env, memo)
     return step
 
 
-def _bind(node: Node, env: Env, timed: list[TimedOperator], memo: dict[int, Any]) -> Step:
-    kids = [bind(child, env, timed, memo) for child in node.children]
+def _bind(node: Node, env: Env, memo: dict[int, Any]) -> Step:
+    kids = [bind(child, env, memo) for child in node.children]
     if not kids:
         emit: Step = _none
     elif len(kids) == 1:
@@ -214,7 +213,7 @@ def _bind(node: Node, env: Env, timed: list[TimedOperator], memo: dict[int, Any]
                 raise OperatorError(label, exc) from exc
             emit(key, out, ts)
     elif kind == "process":
-        return _process(node, env, emit, timed)
+        return _process(node, env, emit)
     elif kind in ("window_join", "window_join_right"):
         return window_join(node, env, emit, memo)
     elif kind == "window":
@@ -368,14 +367,13 @@ class Clock:
         return timed
 
 
-def _process(node: Node, env: Env, emit: Step, timed: list[TimedOperator]) -> Step:
+def _process(node: Node, env: Env, emit: Step) -> Step:
     label = node.label
     on_record, on_timer = node.fn
     timers = Timers(env.store(timers_store(label)))
     clock = env.clock
     ctx = Context(env.store(label), timers, emit, clock)
     op = TimedOperator(label, timers, ctx, on_timer)
-    timed.append(op)
     clock.add(op)
 
     def step(key: Any, value: Any, ts: int) -> None:
@@ -392,12 +390,11 @@ def _process(node: Node, env: Env, emit: Step, timed: list[TimedOperator]) -> St
 def chains(app: App, env: Env) -> dict[str, Step]:
     """One fused function per source topic (internal topics included); with ``process``
     operators, each runs under ``env.clock`` (stream time and event-time timers)."""
-    timed: list[TimedOperator] = []
     memo: dict[int, Any] = {}  # node (or shared operator state) -> what it was bound to
-    out = {topic: bind(node, env, timed, memo) for topic, node in app.sources.items()}
+    out = {topic: bind(node, env, memo) for topic, node in app.sources.items()}
     for name, node in app.repartitions.items():
-        out[env.internal_topic(name)] = bind(node, env, timed, memo)
-    if timed:
+        out[env.internal_topic(name)] = bind(node, env, memo)
+    if env.clock.operators:
         out = {topic: env.clock.wrap(step) for topic, step in out.items()}
     return out
 

@@ -49,11 +49,6 @@ class WindowSpec:
     early_ms: int | None = None  # final(): also early results of updated windows every T ms
 
 
-def window_key(end: int, start: int, key: Any) -> str:
-    """The store key of a key's window (ordered by end, then start)."""
-    return f"{end:0{WIDTH}d}|{start:0{WIDTH}d}|{orjson.dumps(key).decode()}"
-
-
 def first_end(store: Any) -> int:
     """The earliest window end in ``store`` (past :data:`MAX_TIME` if it has no window)."""
     with store.range("0", ":") as it:  # window keys start with digits (':' follows '9')
