@@ -7,12 +7,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from confluent_kafka import Message
+from confluent_kafka import Consumer, Message
 
 from millpond.api import IncomingMessageEnvelope, SerdePair, StreamTask, TaskCoordinator
 from millpond.changelog.checkpoint import Checkpoint, task_name
 from millpond.kafka.errors import OutputTopicError, ProducerFencedError, TransactionAbortedError
 from millpond.kafka.producer import TrackedProducer
+from millpond.kafka.reading import input_lag
 from millpond.metrics.histogram import DurationHistogram
 from millpond.sideinputs.reader import SideInputReader
 from millpond.tasks.collector import KafkaCollector
@@ -69,10 +70,22 @@ class TaskInstance:
     # input topic -> records skipped over the task's life (from its checkpoint, plus this
     # instance's resets); committed with the checkpoint for `millpond status`
     skipped_inputs: dict[str, int] = field(default_factory=dict)
+    # input topic -> the partition's end when the task opened: its lag (metrics, status)
+    # until the consumer's first fetch there brings the consumer's cached watermarks
+    input_ends: dict[str, int] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
         return task_name(self.partition)
+
+    def lag(self, consumer: Consumer, inputs: list[str]) -> dict[str, int]:
+        """Messages behind per input: from the consumer's cached watermarks, else (before
+        its first fetch of a just-opened task's partition) from the end read at open."""
+        lag = input_lag(consumer, inputs, self.partition, self.next_offsets)
+        for topic, end in self.input_ends.items():
+            if topic not in lag and end >= 0:
+                lag[topic] = max(0, end - self.next_offsets.get(topic, 0))
+        return lag
 
     def handle_batch(
         self, msgs: list[Message], serdes_of: Callable[[str], SerdePair],

@@ -187,13 +187,14 @@ def open_task(ctx: OpenContext, partition: int, fences: Fences) -> Opening:
         try:
             if ctx.side_inputs:  # bootstrapped before init() and the first message
                 side = yield from ctx.side_inputs.open_steps(partition, storage.stores)
-            positions, resets = start_positions(ctx.restore_consumer, ctx.inputs, partition,
-                                                dict(ckpt.inputs) if ckpt else {},
-                                                ctx.reset_policy)
+            positions, resets, ends = start_positions(
+                ctx.restore_consumer, ctx.inputs, partition,
+                dict(ckpt.inputs) if ckpt else {}, ctx.reset_policy)
             collector = KafkaCollector(producer, ctx.stream_serdes, outputs=ctx.outputs)
             instance = TaskInstance(partition, ctx.task_class(), storage, producer, collector,
                                     positions, side_inputs=side,
-                                    skipped_inputs=dict(ckpt.skipped) if ckpt else {})
+                                    skipped_inputs=dict(ckpt.skipped) if ckpt else {},
+                                    input_ends=ends)
             for reset in resets:
                 instance.apply_reset(reset)
             instance.metrics.restored_records += storage.restored_records
@@ -216,11 +217,12 @@ def open_task(ctx: OpenContext, partition: int, fences: Fences) -> Opening:
 def start_positions(
     consumer: Consumer, inputs: list[str], partition: int, checkpointed: dict[str, int],
     policy: ResetPolicy | None = None,
-) -> tuple[dict[str, int], list[Reset]]:
+) -> tuple[dict[str, int], list[Reset], dict[str, int]]:
     """The next offset of each input partition: the checkpoint's, else the topic's start;
-    and the inputs whose checkpointed offset is below the log start (deleted by retention
+    the inputs whose checkpointed offset is below the log start (deleted by retention
     before it was read), resolved by ``policy`` (warned about; ``error`` raises
-    :class:`millpond.tasks.input_reset.InputGapError`). A checkpoint beyond the end is left
+    :class:`millpond.tasks.input_reset.InputGapError`); and each input partition's end as
+    read now (the task's lag until its first fetch brings the consumer's own). A checkpoint beyond the end is left
     to the group consumer, whose fetch says so (the run loop resolves it): ``high`` here is
     the last stable offset, which an at-least-once task may have read past.
 
@@ -229,8 +231,10 @@ def start_positions(
     policy = policy or ResetPolicy()
     positions: dict[str, int] = {}
     resets: list[Reset] = []
+    ends: dict[str, int] = {}
     for topic in inputs:
         low, high = watermarks(consumer, topic, partition)
+        ends[topic] = high
         offset = checkpointed.get(topic)
         if offset is None:
             positions[topic] = low
@@ -241,7 +245,7 @@ def start_positions(
             resets.append(reset)
             offset = reset.new
         positions[topic] = offset
-    return positions, resets
+    return positions, resets, ends
 
 
 class TaskOpener:

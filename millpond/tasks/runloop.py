@@ -22,7 +22,7 @@ from millpond.api import SerdePair
 from millpond.kafka.errors import KafkaClientError
 from millpond.kafka.faults import ClientFaults
 from millpond.kafka.outage import LIMITER, suffix
-from millpond.kafka.reading import input_lag, log_end_offsets, watermarks
+from millpond.kafka.reading import log_end_offsets, watermarks
 from millpond.tasks.commit import CommitFailure
 from millpond.tasks.faults import crash_point
 from millpond.tasks.input_reset import ResetPolicy
@@ -295,8 +295,8 @@ class RunLoop:
 
     def lag(self) -> dict[str, int]:
         """Messages left per task (high watermark minus next offset), from cached watermarks."""
-        return {t.name: sum(input_lag(self.consumer, self.inputs, p, t.next_offsets).values())
-                for p, t in self.tasks.items()}
+        return {t.name: sum(t.lag(self.consumer, self.inputs).values())
+                for t in self.tasks.values()}
 
     def status_line(self, rate: float) -> str:
         """One readable line: rate, total lag (and the task furthest behind), tasks."""

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING
 from confluent_kafka import Consumer
 
 from millpond.changelog.checkpoint import task_name
-from millpond.kafka.reading import input_lag
 from millpond.metrics import BackupSample, DurationHistogram, StoreSample, TaskSample
 from millpond.stores.engines.rocksdb import RocksDbEngine
 from millpond.tasks.backup_telemetry import BackupCounters
@@ -54,13 +53,13 @@ class RuntimeMetrics:
     # ---- the run loop's thread ----------------------------------------------------------
     def refresh(self, consumer: Consumer, now: float) -> None:
         """Re-read lag and RocksDB properties, at most once per :data:`REFRESH_S`."""
-        if now < self._due:
-            return
+        if now < self._due and self._lag.keys() == self._tasks.keys():
+            return  # (a task opened since the last refresh is sampled at once)
         self._due = now + REFRESH_S
         lag: dict[int, dict[str, int]] = {}
         rocksdb: dict[tuple[int, str], dict[str, int]] = {}
         for p, t in list(self._tasks.items()):
-            lag[p] = input_lag(consumer, self._inputs, p, t.next_offsets)
+            lag[p] = t.lag(consumer, self._inputs)
             for name, s in t.storage.stores.items():
                 if isinstance(s.engine, RocksDbEngine):
                     rocksdb[(p, name)] = s.engine.stats()
