@@ -3,10 +3,12 @@ at once with the topic's name."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 from tests.kafka_util import (
@@ -70,3 +72,36 @@ def test_output_topic_that_cannot_be_created_stops_the_job_naming_it(
     assert "kafka-topics.sh" in text and "Traceback" not in text
     # The failing message was the first one: no commit covered any input.
     assert dump_store(conf, "counts") == {}
+
+
+def test_the_envelope_carries_stream_partition_offset_timestamp_and_headers(
+    kafka_bootstrap: str, topic_name: Callable[[str], str], tmp_path: Path
+) -> None:
+    """What a StreamTask's envelope holds for each input record, as the docs list it: the
+    stream (topic), partition, offset, deserialized key and message, the record's Kafka
+    timestamp and its headers in order (repeated names kept)."""
+    source, sink = topic_name("in"), topic_name("echo")
+    create_topic(kafka_bootstrap, source, 2)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    sent = [(p, f"user-{i}", 1_700_000_000_000 + i, [("trace", f"t{i}".encode()), ("trace", b"again")])
+            for i, p in enumerate([0, 1, 1, 0, 1])]
+    for p, key, ts, headers in sent:
+        producer.produce(source, key=key.encode(), value=json.dumps({"n": key}).encode(),
+                         partition=p, timestamp=ts, headers=headers)
+    assert producer.flush(30) == 0
+    name = topic_name("job")
+    props = counting_job(kafka_bootstrap, name, source, tmp_path / "state", **{
+        "task.class": "tests.jobs.envelope_echo.EnvelopeEcho", "echo.stream": f"kafka.{sink}"})
+    out = run_job(write_properties(tmp_path / "job.properties", props), "--bounded", timeout=90)
+    assert out.returncode == 0, out.stdout + out.stderr
+    echoed = sorted((json.loads(m.value()) for m in read_topic(kafka_bootstrap, sink)),
+                    key=lambda e: (e["partition"], e["offset"]))
+    offsets: dict[int, int] = {}
+    expected = []
+    for p, key, ts, headers in sent:
+        offset = offsets[p] = offsets.get(p, -1) + 1
+        expected.append({"stream": source, "partition": p, "offset": offset, "key": key,
+                         "message": {"n": key}, "timestamp": ts,
+                         "headers": [[k, v.decode()] for k, v in headers],
+                         "ssp": ["kafka", source, p]})
+    assert echoed == sorted(expected, key=lambda e: (e["partition"], e["offset"]))
