@@ -11,6 +11,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
+from millpond.changelog.checkpoint import checkpoint_topic
 from tests.kafka_util import (
     counting_job,
     create_topic,
@@ -105,3 +106,22 @@ def test_the_envelope_carries_stream_partition_offset_timestamp_and_headers(
                          "headers": [[k, v.decode()] for k, v in headers],
                          "ssp": ["kafka", source, p]})
     assert echoed == sorted(expected, key=lambda e: (e["partition"], e["offset"]))
+
+
+def test_inputs_with_unequal_partition_counts_are_refused_before_anything_is_made(
+    kafka_bootstrap: str, topic_name: Callable[[str], str], tmp_path: Path
+) -> None:
+    """Task N reads partition N of every input: inputs of 2 and 3 partitions stop the job at
+    start with both counts named, exit 2, before its changelog or checkpoint topic exists."""
+    a, b = topic_name("in-a"), topic_name("in-b")
+    create_topic(kafka_bootstrap, a, 2)
+    create_topic(kafka_bootstrap, b, 3)
+    name = topic_name("job")
+    conf = write_properties(tmp_path / "job.properties", counting_job(
+        kafka_bootstrap, name, f"{a},kafka.{b}", tmp_path / "state"))
+    out = run_job(conf, "--bounded", timeout=90)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert f"inputs must have equal partition counts (task N reads partition N of each): " \
+           f"{a}=2, {b}=3" in out.stderr, out.stderr
+    assert _partitions(kafka_bootstrap, f"{name}-counts-changelog") is None
+    assert _partitions(kafka_bootstrap, checkpoint_topic(name, "1")) is None
