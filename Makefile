@@ -50,10 +50,12 @@ test: kafka-jars
 DATAFLOW_FAULTS := tests/faults/test_dataflow_faults.py tests/faults/test_window_faults.py
 test-faults: kafka-jars
 	$(PYC)
+	MILLPOND_FAULTS_SUITE="make test-faults" MILLPOND_FAULTS_REPORT=benchmarks/out/faults-test-faults.json \
 	$(BIN)/pytest -q -ra --durations=10 tests/faults $(DATAFLOW_FAULTS:%=--ignore=%)
 
 test-dataflow-faults: kafka-jars
 	$(PYC)
+	MILLPOND_FAULTS_SUITE="make test-dataflow-faults" MILLPOND_FAULTS_REPORT=benchmarks/out/faults-test-dataflow-faults.json \
 	$(BIN)/pytest -q -ra --durations=10 $(DATAFLOW_FAULTS)
 
 # The security suite against a secured broker (SASL_SSL, SCRAM, ACLs; started by the tests):
@@ -71,7 +73,7 @@ test-fast: $(STAMP)
 	$(BIN)/pytest -q -m "not kafka and not spark"
 
 faults: kafka-jars
-	$(BIN)/pytest -q -ra tests/faults --faults-full
+	MILLPOND_FAULTS_REPORT=benchmarks/out/faults-full.json $(BIN)/pytest -q -ra tests/faults --faults-full
 
 lint: $(STAMP)
 	$(BIN)/ruff check millpond tests benchmarks examples
