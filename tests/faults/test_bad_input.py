@@ -97,32 +97,58 @@ def test_value_over_max_message_bytes_stops_before_commit(
     assert state == dict(first), "restarted state is the committed one"
 
 
-@pytest.mark.parametrize("case", ["unknown task.class", "typo in a store key", "missing serde"])
+CONFIG_MISTAKES = ("unknown task.class", "typo in a store key", "missing serde")
+
+
 def test_bad_config_is_named(
-    case: str, report: Callable[..., None], kafka_bootstrap: str,
-    topic_name: Callable[[str], str], tmp_path: Path,
+    report: Callable[..., None], kafka_bootstrap: str, topic_name: Callable[[str], str],
+    tmp_path: Path,
 ) -> None:
+    """A job that has committed state is restarted with each config mistake in turn: each
+    refused with file:line before it touches anything (checkpoint and store as they were);
+    the corrected config then processes the rest exactly once."""
     source = topic_name("in")
     create_topic(kafka_bootstrap, source, 1)
-    props = counting_job(kafka_bootstrap, topic_name("job"), source, tmp_path / "s")
-    if case == "unknown task.class":
-        props["task.class"] = "tests.jobs.counting.NoSuchTask"
-    elif case == "typo in a store key":
-        props["stores.counts.key.serd"] = props.pop("stores.counts.key.serde")
-    else:
-        props["stores.counts.msg.serde"] = "jsn"
-    conf = write_properties(tmp_path / "job.properties", props)
-    line = 1 + [k for k in props].index(
-        {"unknown task.class": "task.class", "typo in a store key": "stores.counts.key.serd",
-         "missing serde": "stores.counts.msg.serde"}[case])
-    run = run_job(conf, "--bounded")
-    assert run.returncode != 0
-    assert "Traceback" not in run.stderr, run.stderr
-    if case == "unknown task.class":
-        assert f"job.properties:{line}" in run.stderr and "NoSuchTask" in run.stderr
-    elif case == "typo in a store key":
-        assert "stores.counts.key.serde" in run.stderr
-        assert f"job.properties:{line}" in run.stderr and "key.serde" in run.stderr
-    else:
-        assert f"job.properties:{line}" in run.stderr and "jsn" in run.stderr
-    report(f"config: {case}", "job start", 0, 0, "refused with file:line")
+    good = counting_job(kafka_bootstrap, topic_name("job"), source, tmp_path / "s")
+    expected = produce_users(kafka_bootstrap, source, 300, 10, 1)
+    conf = write_properties(tmp_path / "job.properties", good)
+    first = run_job(conf, "--bounded")
+    assert first.returncode == 0, first.stderr[-2000:]
+    expected += produce_users(kafka_bootstrap, source, 200, 10, 1)
+    committed = _checkpoint_inputs(conf)
+    assert committed == {source: 300}
+
+    for case in CONFIG_MISTAKES:
+        props = dict(good)
+        if case == "unknown task.class":
+            props["task.class"] = "tests.jobs.counting.NoSuchTask"
+        elif case == "typo in a store key":
+            props["stores.counts.key.serd"] = props.pop("stores.counts.key.serde")
+        else:
+            props["stores.counts.msg.serde"] = "jsn"
+        bad = write_properties(tmp_path / "bad.properties", props)
+        line = 1 + [k for k in props].index(
+            {"unknown task.class": "task.class", "typo in a store key": "stores.counts.key.serd",
+             "missing serde": "stores.counts.msg.serde"}[case])
+        run = run_job(bad, "--bounded")
+        assert run.returncode != 0, case
+        assert "Traceback" not in run.stderr, run.stderr
+        if case == "unknown task.class":
+            assert f"bad.properties:{line}" in run.stderr and "NoSuchTask" in run.stderr
+        elif case == "typo in a store key":
+            assert "stores.counts.key.serde" in run.stderr
+            assert f"bad.properties:{line}" in run.stderr and "key.serde" in run.stderr
+        else:
+            assert f"bad.properties:{line}" in run.stderr and "jsn" in run.stderr
+        assert _checkpoint_inputs(conf) == committed, f"{case}: the refused run moved it"
+        assert sum(dump_store(conf, "counts").values()) == 300, case
+
+    fixed = run_job(conf, "--bounded")
+    assert fixed.returncode == 0, fixed.stderr[-2000:]
+    lost, dup = state_diff(dump_store(conf, "counts"), expected)
+    for case in CONFIG_MISTAKES:
+        report(f"config: {case}", "a job with 300 msgs committed restarted with the mistake; "
+               "then 200 more msgs with the config fixed", lost, dup,
+               "refused with file:line, checkpoint and store untouched; exact after the fix"
+               if (lost, dup) == (0, 0) else "DIFF")
+    assert (lost, dup) == (0, 0)
