@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
@@ -33,7 +33,19 @@ from millpond.sideinputs.errors import SideInputProcessingError, SideInputsStall
 from millpond.sideinputs.processor import SideInputsProcessor
 from millpond.stores.api import KeyValueStore, StorageEngine
 
+if TYPE_CHECKING:
+    from millpond.tasks.input_reset import Reset
+
 log = logging.getLogger("millpond.sideinputs")
+
+
+class OutOfRange(Protocol):
+    """The job's policy for a position that no longer exists (the tasks layer's
+    ``ResetPolicy.resolve``): where to resume, warned about, or None if it is in range;
+    raises under ``error``."""
+
+    def __call__(self, topic: str, partition: int, offset: int, low: int, high: int,
+                 when: str) -> Reset | None: ...
 
 BATCH = 5000  # records per bootstrap step
 POLL_BATCH = 1000  # records applied per run-loop iteration at most
@@ -62,12 +74,15 @@ class SideInputReader:
 
     def __init__(
         self, partition: int, stores: list[SideInputStore], consumer: Consumer,
-        serdes_of: Callable[[str], SerdePair],
+        serdes_of: Callable[[str], SerdePair], out_of_range: OutOfRange | None = None,
     ) -> None:
         self.partition = partition
         self.stores = stores
         self.consumer = consumer
         self._serdes_of = serdes_of
+        self._out_of_range = out_of_range
+        self._when = "at start"  # a gap found while bootstrapping / while running
+        self.resets: list[Reset] = []  # positions that no longer existed, as resolved
         self._by_topic: dict[str, list[SideInputStore]] = {}
         for s in stores:
             for topic in s.topics:
@@ -105,6 +120,23 @@ class SideInputReader:
             log.info("task %s side inputs ready: store %s read %d records from %s to %s "
                      "in %.1fs", self.name, s.name, s.records, start[s.name], s.positions,
                      time.monotonic() - began)
+        self._when = "while running"
+
+    def skipped(self) -> dict[tuple[str, str], int]:
+        """(topic, reason) -> side-input records skipped since the task opened."""
+        out: dict[tuple[str, str], int] = {}
+        for reset in self.resets:
+            for reason, n in reset.counts().items():
+                out[(reset.topic, reason)] = out.get((reset.topic, reason), 0) + n
+        return out
+
+    def skipped_totals(self) -> dict[str, int]:
+        """topic -> side-input records skipped since the task opened (for the checkpoint)."""
+        out: dict[str, int] = {}
+        for reset in self.resets:
+            if reset.skipped:
+                out[reset.topic] = out.get(reset.topic, 0) + reset.skipped
+        return out
 
     def _caught_up(self, ends: dict[str, int]) -> bool:
         return all(s.positions[t] >= end for t, end in ends.items() for s in self._by_topic[t])
@@ -127,6 +159,8 @@ class SideInputReader:
                 if err.code() == KafkaError._PARTITION_EOF:  # also past trailing markers
                     for s in self._by_topic.get(topic, ()):
                         s.positions[topic] = max(s.positions[topic], offset)
+                elif err.code() == KafkaError._AUTO_OFFSET_RESET:
+                    self._gap(topic)
                 elif err.fatal():
                     raise KafkaException(err)
                 else:
@@ -145,6 +179,30 @@ class SideInputReader:
                 self._process(s, envelope)
                 s.positions[topic] = offset + 1
                 s.records += 1
+
+    def _gap(self, topic: str) -> None:
+        """The fetch of ``topic`` went out of range (records deleted before they were read,
+        or a recreated topic): the job's ``auto.offset.reset`` policy decides where the
+        stores resume (warned and counted as for an input), and fetching restarts there."""
+        stores = self._by_topic.get(topic, ())
+        offset = min(s.positions[topic] for s in stores)
+        low, high = watermarks(self.consumer, topic, self.partition)
+        reset = (self._out_of_range(topic, self.partition, offset, low, high, self._when)
+                 if self._out_of_range is not None else None)
+        position = offset
+        if reset is not None:
+            self.resets.append(reset)
+            position = reset.new
+            for s in stores:
+                s.positions[topic] = position
+        elif not low <= offset <= high:  # no policy given: the log start, as librdkafka did
+            position = low
+            for s in stores:
+                s.positions[topic] = position
+        # librdkafka refuses to seek a partition whose fetch failed this way: assign it anew.
+        tp = TopicPartition(topic, self.partition)
+        self.consumer.incremental_unassign([tp])
+        self.consumer.incremental_assign([TopicPartition(topic, self.partition, position)])
 
     def _envelope(self, msg: Message, topic: str, partition: int, offset: int
                   ) -> IncomingMessageEnvelope:

@@ -18,7 +18,7 @@ from millpond.sideinputs.processor import (
     load_processor_class,
     new_processor,
 )
-from millpond.sideinputs.reader import SideInputReader, SideInputStore
+from millpond.sideinputs.reader import OutOfRange, SideInputReader, SideInputStore
 
 log = logging.getLogger("millpond.sideinputs")
 
@@ -41,7 +41,9 @@ class SideInputs:
             "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS, **conf,
             "group.id": f"{config.job.name}-{config.job.id}-side-inputs",  # never joined
             "enable.auto.commit": False, "enable.partition.eof": True,
-            "auto.offset.reset": "earliest", "isolation.level": isolation,
+            # A position that no longer exists comes back as an event: the reader applies
+            # the job's policy, warns and counts, as for an input.
+            "auto.offset.reset": "error", "isolation.level": isolation,
         }
 
     def __bool__(self) -> bool:
@@ -83,11 +85,12 @@ class SideInputs:
                         "(repartition the side input to match)")
 
     def open_steps(
-        self, partition: int, stores: dict[str, Any],
+        self, partition: int, stores: dict[str, Any], out_of_range: OutOfRange | None = None,
     ) -> Generator[None, None, SideInputReader | None]:
         """Bootstrap the side inputs of task ``partition`` a step at a time; returns its
         reader, or None if the job has no side inputs. ``stores`` are the task's opened
-        stores (millpond.tasks.storage.OpenStore); closing early closes the consumer."""
+        stores (millpond.tasks.storage.OpenStore); ``out_of_range`` the job's policy for a
+        side-input position that no longer exists; closing early closes the consumer."""
         if not self.stores:
             return None
         consumer = clients.consumer(self._consumer_conf)
@@ -103,7 +106,7 @@ class SideInputs:
                 chosen.append(SideInputStore(
                     name, topics, new_processor(self.classes[name], context), s.store, s.engine,
                     s.live, positions, clean=start is not None))
-            reader = SideInputReader(partition, chosen, consumer, self._serdes_of)
+            reader = SideInputReader(partition, chosen, consumer, self._serdes_of, out_of_range)
             yield from reader.bootstrap_steps()
         except BaseException:
             consumer.close()

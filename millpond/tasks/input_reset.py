@@ -67,6 +67,7 @@ class Reset:
     high: int  # its end
     policy: str
     label: str = "checkpointed offset"  # what ``checkpointed`` is (while running: "next offset")
+    kind: str = "input"  # or "side input"
 
     @property
     def deleted(self) -> int:
@@ -96,9 +97,9 @@ class Reset:
             why = (f"was deleted before it was processed (retention or DeleteRecords): the log "
                    f"now starts at {self.low}")
         log.warning(
-            "input %s[%d] %s: the %s %d %s; resuming at offset %d "
+            "%s %s[%d] %s: the %s %d %s; resuming at offset %d "
             "(auto.offset.reset=%s): %d records skipped (%d deleted, %d still in Kafka); "
-            "log start %d, end %d", self.topic, self.partition, when, self.label,
+            "log start %d, end %d", self.kind, self.topic, self.partition, when, self.label,
             self.checkpointed, why,
             self.new, self.policy, self.skipped, self.deleted, self.jumped, self.low, self.high)
 
@@ -127,8 +128,13 @@ class ResetPolicy:
     def of_topic(self, topic: str) -> str:
         return "error" if topic in self.strict else self.policy
 
+    def side_input(self, topic: str, partition: int, offset: int, low: int, high: int,
+                   when: str) -> Reset | None:
+        """:meth:`resolve` for a side input's position (same policy, named as such)."""
+        return self.resolve(topic, partition, offset, low, high, when, kind="side input")
+
     def resolve(self, topic: str, partition: int, offset: int, low: int, high: int,
-                when: str) -> Reset | None:
+                when: str, kind: str = "input") -> Reset | None:
         """Where a task whose position in ``topic[partition]`` is ``offset`` resumes, given
         the partition's ``low`` and ``high`` offsets: None if ``offset`` is in range, else the
         reset (warned about); raises :class:`InputGapError` under ``error``."""
@@ -151,10 +157,10 @@ class ResetPolicy:
                 how = (f"set {KEY}=earliest (skip only the deleted records) or latest, or "
                        "move the checkpoint with `millpond checkpoint set`")
             raise InputGapError(
-                f"input {topic}[{partition}] {when}: the {label} {offset} {what}; "
+                f"{kind} {topic}[{partition}] {when}: the {label} {offset} {what}; "
                 f"auto.offset.reset={policy}{internal} stops the job, nothing committed is "
                 f"lost. To go on, {how}")
         reset = Reset(topic, partition, offset, low if policy == "earliest" else high, low,
-                      high, policy, label)
+                      high, policy, label, kind)
         reset.warn(when)
         return reset

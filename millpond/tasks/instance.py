@@ -166,7 +166,16 @@ class TaskInstance:
         return Checkpoint(self.name, self.partition, dict(self.next_offsets),
                           self.storage.changelog_offsets(),
                           self.side_inputs.offsets() if self.side_inputs is not None else {},
-                          dict(self.storage.topics), dict(self.skipped_inputs))
+                          dict(self.storage.topics), self.skipped_totals())
+
+    def skipped_totals(self) -> dict[str, int]:
+        """topic -> records skipped over the task's life: its checkpoint's, this instance's
+        input resets and its side inputs' (what the checkpoint carries on)."""
+        out = dict(self.skipped_inputs)
+        if self.side_inputs is not None:
+            for topic, n in self.side_inputs.skipped_totals().items():
+                out[topic] = out.get(topic, 0) + n
+        return out
 
     def after_commit(self) -> None:
         """The commit happened: checkpoint the local store directories."""

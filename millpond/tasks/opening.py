@@ -186,7 +186,8 @@ def open_task(ctx: OpenContext, partition: int, fences: Fences) -> Opening:
         side: SideInputReader | None = None
         try:
             if ctx.side_inputs:  # bootstrapped before init() and the first message
-                side = yield from ctx.side_inputs.open_steps(partition, storage.stores)
+                side = yield from ctx.side_inputs.open_steps(
+                    partition, storage.stores, ctx.reset_policy.side_input)
             positions, resets, ends = start_positions(
                 ctx.restore_consumer, ctx.inputs, partition,
                 dict(ckpt.inputs) if ckpt else {}, ctx.reset_policy)

@@ -105,7 +105,8 @@ class RuntimeMetrics:
         hist.merge(m.commit_seconds)
         sample = TaskSample(t.name, state, m.processed, m.skipped, m.commits, hist,
                             m.last_commit_time, t.producer.delivery_errors,
-                            input_skipped=dict(m.input_skipped),
+                            input_skipped=_merged(m.input_skipped, t.side_inputs.skipped()
+                                                  if t.side_inputs is not None else {}),
                             late=dict(getattr(t.task, "late_records", None) or {}))
         for name, s in list(t.storage.stores.items()):
             store = StoreSample(name, rocksdb=self._rocksdb.get((t.partition, name)))
@@ -125,6 +126,11 @@ class RuntimeMetrics:
         return sample
 
 
+def _merged(a: dict[tuple[str, str], int], b: dict[tuple[str, str], int],
+            ) -> dict[tuple[str, str], int]:
+    return {k: a.get(k, 0) + b.get(k, 0) for k in a.keys() | b.keys()}
+
+
 def _add(old: TaskSample, new: TaskSample) -> TaskSample:
     """``new`` (a live instance) with the counters of an earlier, closed instance added."""
     hist = DurationHistogram(new.commit_seconds.bounds)
@@ -134,8 +140,7 @@ def _add(old: TaskSample, new: TaskSample) -> TaskSample:
                      old.skipped + new.skipped, old.commits + new.commits, hist,
                      new.last_commit_time or old.last_commit_time,
                      old.delivery_errors + new.delivery_errors, new.lag,
-                     {k: old.input_skipped.get(k, 0) + new.input_skipped.get(k, 0)
-                      for k in old.input_skipped.keys() | new.input_skipped.keys()},
+                     _merged(old.input_skipped, new.input_skipped),
                      {k: old.late.get(k, 0) + new.late.get(k, 0)
                       for k in old.late.keys() | new.late.keys()})
     for name in sorted(old.stores.keys() | new.stores.keys()):
