@@ -7,7 +7,10 @@ status``). Before, librdkafka reset it silently."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,15 +18,24 @@ import pytest
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from tests.kafka_util import create_topic, dump_store, millpond, run_job, write_properties
-from tests.sideinputs.test_side_inputs import job, produce_views
+from tests.kafka_util import (
+    OutputLines,
+    create_topic,
+    dump_store,
+    millpond,
+    run_job,
+    start_job,
+    write_properties,
+)
+from tests.sideinputs.test_side_inputs import checkpointed_side_offsets, job, produce_views
 
 pytestmark = pytest.mark.kafka
 
 
-def produce_side(bootstrap: str, topic: str, first: int, n: int) -> None:
+def produce_side(bootstrap: str, topic: str, first: int, n: int,
+                 producer: Producer | None = None) -> None:
     """Profiles ``first``..``first + n - 1`` into partition 0 of the side input."""
-    producer = Producer({"bootstrap.servers": bootstrap})
+    producer = producer or Producer({"bootstrap.servers": bootstrap})
     for i in range(first, first + n):
         producer.produce(topic, key=f"user-{i}".encode(), partition=0,
                          value=json.dumps({"name": f"user {i}"}).encode())
@@ -75,3 +87,56 @@ def test_a_deleted_side_input_position_follows_the_reset_policy(
     again = run_job(config, "--bounded", timeout=90)  # the new position was committed
     assert again.returncode == 0, again.stdout + again.stderr
     assert not re.search(r"WARNING.*side input", again.stdout + again.stderr), again.stderr
+
+
+def test_a_side_input_gap_while_running_is_warned_and_counted(
+    kafka_bootstrap: str, topic_name: Callable[[str], str], tmp_path: Path,
+) -> None:
+    """Side-input records the running job has not read yet are deleted: its reader resumes
+    at the log start with the WARNING, and the store holds the records before and after the
+    gap. Exactly-once (side inputs read read_committed), so a transaction holds the new
+    records back until they are deleted, and the job is paused (SIGSTOP) meanwhile so that
+    no fetch sees the gap half made."""
+    views, side, out, name = (topic_name("views"), topic_name("profiles"), topic_name("out"),
+                              topic_name("job"))
+    create_topic(kafka_bootstrap, views, 2)
+    create_topic(kafka_bootstrap, side, 2)
+    produce_side(kafka_bootstrap, side, 0, 20)
+    produce_views(kafka_bootstrap, views, 0, 10)
+    config = write_properties(tmp_path / "job.properties", job(
+        kafka_bootstrap, name, views, side, out, tmp_path / "state", "exactly-once"))
+    proc = start_job(config)
+    try:
+        lines = OutputLines(proc)
+        lines.wait_for("both tasks ready", lambda ls: "".join(ls).count(" ready: restored ") == 2)
+        txn = Producer({"bootstrap.servers": kafka_bootstrap, "transactional.id": f"{name}-t"})
+        txn.init_transactions(30)
+        txn.begin_transaction()
+        produce_side(kafka_bootstrap, side, 20, 20, txn)  # offsets 20..39, not readable yet
+        os.kill(proc.pid, signal.SIGSTOP)
+        try:
+            admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+            for future in admin.delete_records([TopicPartition(side, 0, 30)]).values():
+                future.result(30)
+            txn.commit_transaction(30)
+        finally:
+            os.kill(proc.pid, signal.SIGCONT)
+        lines.wait_for("the side input's warning", lambda ls: re.search(
+            r"WARNING.*side input (\S+)\[0\] while running: the next offset 20 .*resuming at "
+            r"offset 30 \(auto\.offset\.reset=earliest\): 10 records skipped", "".join(ls))
+            is not None)
+        deadline = time.monotonic() + 60  # then reads 30..39 and commits past them
+        while checkpointed_side_offsets(kafka_bootstrap, name)[0]["profiles"][side] < 40:
+            assert time.monotonic() < deadline and proc.poll() is None, lines.text()[-3000:]
+            time.sleep(0.3)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0, lines.text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+    assert dump_store(config, "profiles") == {
+        f"user-{i}": {"name": f"user {i}"} for i in [*range(20), *range(30, 40)]}
+    status = millpond("status", "--config", str(config), "--format", "json")
+    rows = {row["partition"]: row for row in json.loads(status.stdout)["partitions"]}
+    assert rows[0]["skipped"] == {side: 10}
