@@ -39,6 +39,7 @@ from millpond.sideinputs.readonly import ReadOnlyStore
 from millpond.stores import InMemoryEngine, RocksDbEngine, RocksDbOptions, build_stack, permissions
 from millpond.stores.api import KeyValueStore, StorageEngine
 from millpond.stores.cached import CachedStore
+from millpond.stores.undo import RecordJournal
 
 if TYPE_CHECKING:
     from millpond.backup import StateBackups
@@ -89,6 +90,8 @@ class TaskStorage:
     # the checkpoint's store -> changelog topic overrides, carried into every new checkpoint
     topics: dict[str, str] = field(default_factory=dict)
     backups: StateBackups | None = None  # state backups (job.state.backup.uri), if on
+    # the writes of the record being processed, undone when the record is skipped
+    journal: RecordJournal = field(default_factory=RecordJournal)
 
     @classmethod
     def open_steps(
@@ -119,6 +122,7 @@ class TaskStorage:
                     None if side_checkpointed is None else side_checkpointed.get(name, {}),
                     storage.topics,
                     backups.remote_for(cfg) if backups is not None else None,
+                    storage.journal,
                 )
         except BaseException:
             storage.close()
@@ -223,6 +227,7 @@ def _open_store(
     producer: TrackedProducer | None, consumer: Consumer, checkpointed: int | None,
     listener: RestoreListener | None, side_checkpointed: dict[str, int] | None = None,
     topics: Mapping[str, str] | None = None, remote: RemoteSnapshots | None = None,
+    journal: RecordJournal | None = None,
 ) -> Generator[RestoreStats, None, OpenStore]:
     key_serde, msg_serde = serdes_for(config, cfg)
     persistent = cfg.factory != "inmemory"
@@ -258,7 +263,8 @@ def _open_store(
         stack = build_stack(cfg.name, engine, key_serde, msg_serde, cfg.object_cache_size,
                             cfg.write_batch_size, cache_max_bytes=cfg.object_cache_max_bytes,
                             logged=log_layer, large_messages=cfg.large_messages,
-                            max_message_size=cfg.max_message_size)
+                            max_message_size=cfg.max_message_size,
+                            journal=None if cfg.side_inputs else journal)
         return OpenStore(cfg, topic, live, engine, stack.logged, stack.store, lock, offset,
                          recovery, side_start, stack.cache)
     except BaseException:
