@@ -119,7 +119,8 @@ KEYS: tuple[Key, ...] = (
     Key("task.drop.deserialization.errors", "bool", "Skip (and count) input messages that do "
         "not deserialize, instead of stopping the job.", "job", default="false"),
     Key("task.dlq.stream", "stream", "`kafka.<topic>`: send messages that fail to deserialize "
-        "or process there (raw bytes plus `millpond.*` error headers).", "job"),
+        "or process there (raw bytes plus `millpond.*` error headers); the store writes of "
+        "a message whose process() failed are undone first.", "job"),
     Key("task.restore.listener.class", "class", "A Python class with `on_restore_start`, "
         "`on_batch_restored` and `on_restore_end(stats)`, called around each store's "
         "restore.", "job"),
