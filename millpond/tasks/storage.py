@@ -28,7 +28,7 @@ from millpond.changelog.recovery import (
     StorePartition,
     recover_store_steps,
 )
-from millpond.changelog.restore import RestoreListener, RestoreStats, run_steps
+from millpond.changelog.restore import RecordCheck, RestoreListener, RestoreStats, run_steps
 from millpond.changelog.snapshots import RemoteSnapshots
 from millpond.config import Config, StoreConfig
 from millpond.kafka.producer import TrackedProducer
@@ -253,7 +253,8 @@ def _open_store(
             topic = resolve(config, cfg, topics)
             engine, recovery = yield from recover_store_steps(
                 StorePartition(cfg.name, topic, partition, live), guarantee, checkpointed,
-                RecoveryIO(lambda: open_engine(cfg, live), consumer, producer, listener, remote))
+                RecoveryIO(lambda: open_engine(cfg, live), consumer, producer, listener, remote,
+                           RecordCheck(key_serde, msg_serde, cfg.bad_records == "skip")))
             offset = recovery.offset
         log_layer = None
         if topic is not None and producer is not None:
