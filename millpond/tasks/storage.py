@@ -258,6 +258,12 @@ def _open_store(
             offset = recovery.offset
         log_layer = None
         if topic is not None and producer is not None:
+            producer.too_large_hints[topic] = (
+                f"store {cfg.name}: a value too large for its changelog; "
+                f"stores.{cfg.name}.drop.large.messages=true skips such values (counted and "
+                f"logged) and disallow.large.messages=true stops at them naming the key, "
+                f"both above stores.{cfg.name}.changelog.max.message.size.bytes "
+                f"(now {cfg.max_message_size})")
             on_dirty = (lambda d=live: clear_offset_file(d)) if live is not None else None
             log_layer = partial(LoggedStore, producer=producer, topic=topic, partition=partition,
                                 on_dirty=on_dirty)
