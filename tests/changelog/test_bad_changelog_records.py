@@ -30,7 +30,10 @@ def _errors(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if line.startswith("Error:")]
 
 
-@pytest.mark.parametrize("guarantee", ["at-least-once", "effectively-once", "exactly-once"])
+# exactly-once restores as at-least-once does (to the changelog's end): marked slow so a
+# quick target can leave it out
+@pytest.mark.parametrize("guarantee", [
+    "at-least-once", "effectively-once", pytest.param("exactly-once", marks=pytest.mark.slow)])
 def test_an_undecodable_changelog_record_is_named_then_failed_or_skipped(
     kafka_bootstrap: str, topic_name: Callable[[str], str], tmp_path: Path, guarantee: str,
 ) -> None:
@@ -57,22 +60,20 @@ def test_an_undecodable_changelog_record_is_named_then_failed_or_skipped(
     # the record (fail by default, skip when asked); effectively-once restores to its
     # checkpoint and trims the record away by re-writing user-3's committed value after it.
     run = run_job(conf, "--bounded")
-    if guarantee == "effectively-once":
-        assert run.returncode == 0, run.stderr[-2000:]
-    else:
+    if guarantee != "effectively-once":
         assert run.returncode == 2, run.stderr[-2000:]
         [error] = _errors(run.stderr)
         assert named in error and "changelog.bad.records=skip" in error, error
         run = run_job(conf, "--bounded", *SKIP)
         assert run.returncode == 0, run.stderr[-2000:]
         assert named in run.stderr and "skipped" in run.stderr
-    assert dump_store(conf, "counts") == dict(expected)
-
-    # A full restore reads the record in the middle of the changelog under every guarantee.
-    failed = millpond("restore", "--config", str(conf), "--full")
-    assert failed.returncode == 2, failed.stdout + failed.stderr
-    [error] = _errors(failed.stderr)
-    assert named in error, error
+    else:  # a full restore reads the record, now in the middle of the changelog
+        assert run.returncode == 0, run.stderr[-2000:]
+        failed = millpond("restore", "--config", str(conf), "--full")
+        assert failed.returncode == 2, failed.stdout + failed.stderr
+        [error] = _errors(failed.stderr)
+        assert named in error and "changelog.bad.records=skip" in error, error
+    # skip: the full restore leaves the record out and the state is exact
     skipped = millpond("restore", "--config", str(conf), "--full", *SKIP)
     assert skipped.returncode == 0, skipped.stdout + skipped.stderr
     assert named in skipped.stderr and "1 records" in skipped.stderr, skipped.stderr[-2000:]
