@@ -23,3 +23,8 @@ class StoreLockedError(ChangelogError):
 
 class GenerationError(ChangelogError):
     """The tasks' checkpoints name different changelog topics (generations) for one store."""
+
+
+class BadChangelogRecordError(ChangelogError):
+    """A changelog record being restored does not decode with the store's serdes
+    (``stores.<store>.changelog.bad.records=fail``)."""

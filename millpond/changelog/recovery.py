@@ -44,6 +44,7 @@ from millpond.changelog.checkpoint import (
 from millpond.changelog.errors import ChangelogLostError, CheckpointError
 from millpond.changelog.guarantees import Guarantee
 from millpond.changelog.restore import (
+    RecordCheck,
     RestoreListener,
     RestoreStats,
     restore_steps,
@@ -91,13 +92,15 @@ class StorePartition:
 class RecoveryIO:
     """What carrying out a recovery reads and writes through: the engine to open, the
     changelog consumer, the producer that re-writes trimmed keys (effectively-once), the
-    listener told of restore progress and the remote snapshots (if backups are on)."""
+    listener told of restore progress, the remote snapshots (if backups are on) and the
+    check each restored record passes."""
 
     open_engine: Callable[[], Any]
     consumer: Consumer
     producer: TrackedProducer | None = None
     listener: RestoreListener | None = None
     remote: RemoteSnapshots | None = None
+    check: RecordCheck | None = None  # decodes each restored record (changelog.bad.records)
 
 
 @dataclass(frozen=True)
@@ -411,7 +414,7 @@ def carry_out(
                              full=plan.full, downloaded=downloaded,
                              download_seconds=download_seconds,
                              snapshot=plan.snapshots[0].id if plan.snapshots else None)
-        yield from restore_steps(engine, consumer, stats, io.listener)
+        yield from restore_steps(engine, consumer, stats, io.listener, io.check)
         trimmed = 0
         if plan.trim_end is not None:
             assert producer is not None  # checked above

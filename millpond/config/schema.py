@@ -119,7 +119,8 @@ KEYS: tuple[Key, ...] = (
     Key("task.drop.deserialization.errors", "bool", "Skip (and count) input messages that do "
         "not deserialize, instead of stopping the job.", "job", default="false"),
     Key("task.dlq.stream", "stream", "`kafka.<topic>`: send messages that fail to deserialize "
-        "or process there (raw bytes plus `millpond.*` error headers).", "job"),
+        "or process there (raw bytes plus `millpond.*` error headers); the store writes of "
+        "a message whose process() failed are undone first.", "job"),
     Key("task.restore.listener.class", "class", "A Python class with `on_restore_start`, "
         "`on_batch_restored` and `on_restore_end(stats)`, called around each store's "
         "restore.", "job"),
@@ -176,6 +177,11 @@ KEYS: tuple[Key, ...] = (
         "write-down, naming store, key and size.", "stores", default="false"),
     Key(_S + "drop.large.messages", "bool", "A larger value is skipped in RocksDB and the "
         "changelog, counted and logged.", "stores", default="false"),
+    Key(_S + "changelog.bad.records", "choice", "What a restore does with a changelog record "
+        "the store's key or msg serde cannot decode: `fail` stops with one line naming the "
+        "store, topic, partition, offset and key; `skip` leaves it out of the store (the key "
+        "keeps its earlier value), counted and logged.", "stores", default="fail",
+        choices=("fail", "skip")),
     Key(_S + "backup.enabled", "bool", "With `job.state.backup.uri` set: `false` leaves this "
         "store out of the backups.", "stores", default="true"),
     # -- rocksdb -----------------------------------------------------------------------------

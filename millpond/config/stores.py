@@ -11,12 +11,13 @@ from typing import Literal
 from millpond.config.errors import ConfigError, ConfigWarning
 from millpond.config.properties import Properties
 from millpond.config.samza_keys import samza_store_key
-from millpond.config.schema import bool_default, int_default, store_keys
+from millpond.config.schema import bool_default, int_default, store_keys, str_default
 from millpond.config.values import (
     StreamRef,
     describe,
     error,
     get_bool,
+    get_choice,
     get_int,
     get_optional_int,
     parse_stream,
@@ -60,6 +61,7 @@ DEFAULT_OBJECT_CACHE_MAX_BYTES = int_default(_S + "object.cache.max.bytes")
 DEFAULT_DISALLOW_LARGE = bool_default(_S + "disallow.large.messages")
 DEFAULT_DROP_LARGE = bool_default(_S + "drop.large.messages")
 DEFAULT_BACKUP_ENABLED = bool_default(_S + "backup.enabled")
+DEFAULT_BAD_RECORDS = str_default(_S + "changelog.bad.records")
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,9 @@ class StoreConfig:
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE  # changelog.max.message.size.bytes
     disallow_large_messages: bool = DEFAULT_DISALLOW_LARGE  # a larger value stops the job
     drop_large_messages: bool = DEFAULT_DROP_LARGE  # a larger value is skipped (counted, logged)
+    # changelog.bad.records: a restored record the serdes cannot decode stops ("fail") or is
+    # left out, counted and logged ("skip")
+    bad_records: str = DEFAULT_BAD_RECORDS
 
     backup_enabled: bool = DEFAULT_BACKUP_ENABLED  # stores.<name>.backup.enabled (when job.state.backup.uri is set)
 
@@ -175,6 +180,8 @@ def _parse_store(
                                          DEFAULT_DISALLOW_LARGE),
         drop_large_messages=get_bool(props, prefix + "drop.large.messages", DEFAULT_DROP_LARGE),
         backup_enabled=get_bool(props, prefix + "backup.enabled", DEFAULT_BACKUP_ENABLED),
+        bad_records=get_choice(props, prefix + "changelog.bad.records", DEFAULT_BAD_RECORDS,
+                               ("fail", "skip")),
     )
 
 

@@ -95,6 +95,9 @@ class TrackedProducer:
         self.sent = 0
         self.acked = 0
         self.delivery_errors = 0  # records Kafka did not accept (each also stops the commit)
+        # topic -> what to add to a "message too large" error of a record for it (a store's
+        # changelog: the store and the options that bound its values)
+        self.too_large_hints: dict[str, str] = {}
 
     # librdkafka callbacks: they must never raise (an exception escaping one surfaces later
     # as an unrelated SystemError), so each records what it saw and returns.
@@ -143,7 +146,8 @@ class TrackedProducer:
                 if self._failed_topic is None:
                     self._failed_topic = msg.topic()
                 where = f"{msg.topic()}[{msg.partition()}]"
-                self._errors.append(f"{where} key={msg.key()!r}: {err.str()}")
+                self._errors.append(f"{where} key={msg.key()!r}: {err.str()}"
+                                    f"{self._too_large_hint(err, msg.topic())}")
                 return
             self.acked += 1
             tp = (msg.topic(), msg.partition())
@@ -210,10 +214,17 @@ class TrackedProducer:
                 size = len(value) if value is not None else 0
                 raise DeliveryError(
                     f"Kafka rejected a record for {topic}[{part}] key={(key or b'')[:60]!r} "
-                    f"({size} bytes): {exc.args[0].str()}") from exc
+                    f"({size} bytes): {exc.args[0].str()}"
+                    f"{self._too_large_hint(exc.args[0], topic)}") from exc
         self.sent += 1
         if self.sent & 0x3FF == 0:
             self._poll(0)
+
+    def _too_large_hint(self, err: KafkaError, topic: str | None) -> str:
+        """``; <hint>`` for a record too large for ``topic`` that has a hint, else ''."""
+        if err.code() != KafkaError.MSG_SIZE_TOO_LARGE or topic not in self.too_large_hints:
+            return ""
+        return f"; {self.too_large_hints[topic]}"
 
     def _poll(self, timeout: float) -> None:
         try:

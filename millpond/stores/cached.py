@@ -33,6 +33,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from itertools import islice
 from sys import getsizeof
+from typing import Any
 
 from millpond.stores.api import K, KeyValueIterator, KeyValueStore, V
 from millpond.stores.errors import StoreClosedError, StoreConfigError
@@ -48,6 +49,7 @@ _FULL_SAMPLES = 1024  # sample every inserted entry's size until this many sampl
 _SAMPLE_EVERY = 16  # ... then one insert in this many
 _DECAY_AT = 8192  # halve the sample sum and count here, so recent sizes weigh more
 _MISS = object()
+_CLEAN = object()  # journaled prior state: the layer below holds the key's value
 
 
 def estimate_size(obj: object) -> int:
@@ -118,6 +120,9 @@ class CachedStore(KeyValueStore[K, V]):
         self.evictions = 0
         self._writing: Sequence[tuple[K, V | None]] = ()  # the chunk being written down
         self._refused: list[K] = []  # keys of that chunk the layers below did not store
+        # (store, key, prior) of the record being processed, while the runtime journals
+        # (millpond.stores.undo); None otherwise
+        self._journal: list[tuple[Any, Any, Any]] | None = None
         # Bound once: the hit paths are a dict lookup and a move, no attribute chains.
         self._cache_get = self._cache.get
         self._touch = self._cache.move_to_end
@@ -184,12 +189,14 @@ class CachedStore(KeyValueStore[K, V]):
         """Cache ``value`` (this very object) as dirty; it is written down later."""
         if self._closed:
             raise self._closed_error("put")
-        cache = self._cache
+        cache, dirty = self._cache, self._dirty
+        journal = self._journal
+        if journal is not None:  # a record being processed: note what to put back on a skip
+            journal.append((self, key, cache[key] if key in dirty else _CLEAN))
         new = key not in cache
         cache[key] = value
         if not new:
             self._touch(key)
-        dirty = self._dirty
         if key not in dirty:
             dirty[key] = None
             if len(dirty) >= self._batch:
@@ -201,12 +208,14 @@ class CachedStore(KeyValueStore[K, V]):
         """Cache a dirty absence: get() sees the delete at once, the layer below at write-down."""
         if self._closed:
             raise self._closed_error("delete")
-        cache = self._cache
+        cache, dirty = self._cache, self._dirty
+        journal = self._journal
+        if journal is not None:
+            journal.append((self, key, cache[key] if key in dirty else _CLEAN))
         new = key not in cache
         cache[key] = None
         if not new:
             self._touch(key)
-        dirty = self._dirty
         if key not in dirty:
             dirty[key] = None
             if len(dirty) >= self._batch:
@@ -331,6 +340,8 @@ class CachedStore(KeyValueStore[K, V]):
         dirty = self._dirty
         if not dirty:
             return
+        if self._journal:
+            self._settle_journal()
         cache, write = self._cache, self._write_chunk
         if len(dirty) <= WRITE_CHUNK:
             items = [(key, cache[key]) for key in dirty]
@@ -349,6 +360,27 @@ class CachedStore(KeyValueStore[K, V]):
         sample = self._sample  # a smaller capacity takes effect at the next insert
         for key, value in items[::_SAMPLE_EVERY]:
             sample(key, value)
+
+    def undo_write(self, key: Any, prior: Any) -> None:
+        """Put ``key`` back as a skipped record found it (see millpond.stores.undo): a key
+        that was clean or uncached is forgotten (the layer below holds its value, and a
+        later get reads it), a dirty one gets its prior object back, still dirty."""
+        if prior is _CLEAN:
+            self._cache.pop(key, None)
+            self._dirty.pop(key, None)
+        else:
+            self._cache[key] = prior
+            self._dirty[key] = None
+
+    def _settle_journal(self) -> None:
+        """A write-down inside a record: the layer below is about to get the record's
+        writes, so read the prior values of the record's clean keys from it first; the
+        undo then writes them back down as dirty entries."""
+        journal, inner_get = self._journal, self._inner_get
+        assert journal is not None
+        for i, (store, key, prior) in enumerate(journal):
+            if store is self and prior is _CLEAN:
+                journal[i] = (self, key, inner_get(key))
 
     def _write_chunk(self, items: Sequence[tuple[K, V | None]]) -> None:
         """One write_batch below, remembering the chunk so ``refused_at`` can name its keys."""

@@ -3,7 +3,9 @@
 Top to bottom, as Samza's samza-kv stacks them::
 
     NullSafeStore          rejects None keys/values once, at the API boundary
-    CachedStore            LRU write-back cache of deserialized objects (object.cache.size > 0)
+    CachedStore            LRU write-back cache of deserialized objects (object.cache.size > 0);
+                           journals a record's writes so a skipped record is undone
+    [UndoLogStore]         without a cache, in the task runtime: the same journal
     SerializedStore        key/value serdes: objects <-> bytes
     [LargeMessageSafeStore] refuses or drops values over changelog.max.message.size.bytes
                            (disallow.large.messages / drop.large.messages, as in Samza)
@@ -42,6 +44,7 @@ from millpond.stores.cached import (
 from millpond.stores.largemessage import DEFAULT_MAX_MESSAGE_SIZE, LargeMessageSafeStore, Policy
 from millpond.stores.nullsafe import NullSafeStore
 from millpond.stores.serialized import SerializedStore
+from millpond.stores.undo import RecordJournal, UndoLogStore
 
 L = TypeVar("L", bound=BytesStore)
 
@@ -69,6 +72,7 @@ def build_stack(
     logged: Callable[[StorageEngine], L] | None = None,
     large_messages: Policy | None = None,
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+    journal: RecordJournal | None = None,
 ) -> StoreStack[L]:
     """Stack store ``name`` over ``engine``: null-safe -> cached -> serialized -> [logged].
 
@@ -77,7 +81,8 @@ def build_stack(
     that force a write-down (0 = write-through). ``logged`` wraps the engine in the
     changelog layer; None for a store without a changelog. ``large_messages`` ("disallow"
     or "drop", None = no check) adds the large-message layer for values over
-    ``max_message_size`` bytes.
+    ``max_message_size`` bytes. ``journal``: the task's record journal, which undoes a
+    skipped record's writes (the cache journals; without a cache an UndoLogStore does).
     """
     log_layer = logged(engine) if logged is not None else None
     below: BytesStore = log_layer if log_layer is not None else engine
@@ -91,6 +96,11 @@ def build_stack(
         if large is not None:
             large.on_drop = cache.refused_at  # a dropped value must not stay visible
         typed = cache
+        if journal is not None:
+            journal.attach(cache)
+    elif journal is not None:
+        typed = UndoLogStore(typed, name)
+        journal.attach(typed)
     return StoreStack(NullSafeStore(typed, name), engine, log_layer, cache, large)
 
 

@@ -49,10 +49,15 @@ class SerializedStore(KeyValueStore[K, V]):
         """Value under ``key`` or None."""
         try:
             data = self._get(self._kenc(key))
-            return None if data is None else self._vdec(data)
         except _Failure as exc:
             exc.add_store(self.name)
             raise
+        if data is None:
+            return None
+        try:
+            return self._vdec(data)
+        except SerdeError as exc:
+            raise _stored(exc, self.name, key) from exc.__cause__
 
     def get_all(self, keys: Iterable[K]) -> dict[K, V]:
         """Present keys and their values (absent keys are left out)."""
@@ -62,10 +67,16 @@ class SerializedStore(KeyValueStore[K, V]):
             for key in keys:
                 originals[kenc(key)] = key
             found = self.inner.get_all(list(originals))
-            return {originals[kb]: vdec(vb) for kb, vb in found.items()}
         except _Failure as exc:
             exc.add_store(self.name)
             raise
+        out: dict[K, V] = {}
+        for kb, vb in found.items():
+            try:
+                out[originals[kb]] = vdec(vb)
+            except SerdeError as exc:
+                raise _stored(exc, self.name, originals[kb]) from exc.__cause__
+        return out
 
     def put(self, key: K, value: V) -> None:
         """Store ``value`` under ``key``."""
@@ -191,11 +202,29 @@ class _DecodingIterator(KeyValueIterator[K, V]):
     def __next__(self) -> tuple[K, V]:
         try:
             key, value = next(self._inner)
-            return self._kdec(key), self._vdec(value)
         except _Failure as exc:
             exc.add_store(self._store)
             raise
+        try:
+            return self._kdec(key), self._vdec(value)
+        except SerdeError as exc:
+            raise _stored(exc, self._store, _shown(self._kdec, key)) from exc.__cause__
 
     def close(self) -> None:
         """Close the inner iterator."""
         self._inner.close()
+
+
+def _stored(exc: SerdeError, store: str, key: object) -> SerdeError:
+    """``exc`` (a stored entry that does not decode) naming the store and the entry's key."""
+    exc.add_store(store)
+    exc.detail += f" (the stored entry of key {key!r:.80})"
+    return exc
+
+
+def _shown(kdec: Callable[[bytes], object], key: bytes) -> object:
+    """A stored key as its serde reads it, else its bytes."""
+    try:
+        return kdec(key)
+    except SerdeError:
+        return key

@@ -6,6 +6,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from confluent_kafka import Consumer, Message
 
@@ -27,8 +28,8 @@ TASK_MOVED = (ProducerFencedError, TransactionAbortedError)
 # Raised from process() but not the message's fault: never dead-lettered or skipped.
 NOT_THE_MESSAGE = (*TASK_MOVED, OutputTopicError)
 
-# (stage, message, exception) -> True to skip the message, or raise to stop.
-ErrorPolicy = Callable[[str, Message, BaseException], bool]
+# (stage, message, exception, store writes undone) -> True to skip the message, or raise.
+ErrorPolicy = Callable[[str, Message, BaseException, int], bool]
 
 
 @dataclass
@@ -94,18 +95,36 @@ class TaskInstance:
         """Process ``msgs`` (this task's, in offset order) and advance the input positions.
 
         Stops early when the task asks for a commit or shutdown; returns how many
-        messages were consumed so the container can act and resume after them.
+        messages were consumed so the container can act and resume after them. A message
+        the error policy skips after process() failed has its store writes undone.
         """
-        process, collector, coordinator = self.task.process, self.collector, self.coordinator
         # A task that runs records without envelopes (a dataflow: its fused operator chains)
         # is called with (key, value) alone.
         fused = getattr(self.task, "fused_steps", None)
-        steps = fused(collector) if fused is not None else None
+        steps = fused(self.collector) if fused is not None else None
+        metrics = self.metrics
+        began = time.perf_counter_ns()
+        journal = self.storage.journal
+        entries = journal.start()  # each record's store writes, undone if it is skipped
+        try:
+            done, handled = self._run(msgs, serdes_of, on_error, self.task.process, steps,
+                                      entries)
+        finally:
+            journal.stop()
+        metrics.process_ns += time.perf_counter_ns() - began
+        metrics.processed += handled
+        return done
+
+    def _run(
+        self, msgs: list[Message], serdes_of: Callable[[str], SerdePair], on_error: ErrorPolicy,
+        process: Callable[..., None], steps: Any, entries: list[Any],
+    ) -> tuple[int, int]:
+        """handle_batch's loop: (messages consumed, messages handled)."""
+        collector, coordinator = self.collector, self.coordinator
         next_offsets, partition, metrics = self.next_offsets, self.partition, self.metrics
         last_topic: str | None = None
         key_serde = msg_serde = None
         handled = done = 0
-        began = time.perf_counter_ns()
         for msg in msgs:
             done += 1
             topic: str = msg.topic()  # type: ignore[assignment]
@@ -123,7 +142,7 @@ class TaskInstance:
                 if value is not None and msg_serde is not None:
                     value = msg_serde.from_bytes(value)
             except Exception as exc:
-                on_error("deserialization", msg, exc)  # raises unless skipping
+                on_error("deserialization", msg, exc, 0)  # raises unless skipping
                 metrics.skipped += 1
                 next_offsets[topic] = offset + 1
                 continue
@@ -140,15 +159,17 @@ class TaskInstance:
             except Exception as exc:
                 if getattr(exc, "not_the_message", False):
                     raise  # e.g. a timer that fired after the message: the job stops
-                on_error("process", msg, exc)  # raises unless skipping
+                # a skipped record is skipped whole: its store writes are undone first
+                undone = self.storage.journal.undo()
+                on_error("process", msg, exc, undone)  # raises unless skipping
                 metrics.skipped += 1
+            if entries:
+                entries.clear()  # the record succeeded: its writes stay
             handled += 1
             next_offsets[topic] = offset + 1
             if coordinator.commit_requested or coordinator.shutdown_requested:
                 break
-        metrics.process_ns += time.perf_counter_ns() - began
-        metrics.processed += handled
-        return done
+        return done, handled
 
     def apply_reset(self, reset: Reset) -> None:
         """An input position was out of range: resume at ``reset.new`` and count the skipped

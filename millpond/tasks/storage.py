@@ -28,7 +28,7 @@ from millpond.changelog.recovery import (
     StorePartition,
     recover_store_steps,
 )
-from millpond.changelog.restore import RestoreListener, RestoreStats, run_steps
+from millpond.changelog.restore import RecordCheck, RestoreListener, RestoreStats, run_steps
 from millpond.changelog.snapshots import RemoteSnapshots
 from millpond.config import Config, StoreConfig
 from millpond.kafka.producer import TrackedProducer
@@ -39,6 +39,7 @@ from millpond.sideinputs.readonly import ReadOnlyStore
 from millpond.stores import InMemoryEngine, RocksDbEngine, RocksDbOptions, build_stack, permissions
 from millpond.stores.api import KeyValueStore, StorageEngine
 from millpond.stores.cached import CachedStore
+from millpond.stores.undo import RecordJournal
 
 if TYPE_CHECKING:
     from millpond.backup import StateBackups
@@ -89,6 +90,8 @@ class TaskStorage:
     # the checkpoint's store -> changelog topic overrides, carried into every new checkpoint
     topics: dict[str, str] = field(default_factory=dict)
     backups: StateBackups | None = None  # state backups (job.state.backup.uri), if on
+    # the writes of the record being processed, undone when the record is skipped
+    journal: RecordJournal = field(default_factory=RecordJournal)
 
     @classmethod
     def open_steps(
@@ -119,6 +122,7 @@ class TaskStorage:
                     None if side_checkpointed is None else side_checkpointed.get(name, {}),
                     storage.topics,
                     backups.remote_for(cfg) if backups is not None else None,
+                    storage.journal,
                 )
         except BaseException:
             storage.close()
@@ -223,6 +227,7 @@ def _open_store(
     producer: TrackedProducer | None, consumer: Consumer, checkpointed: int | None,
     listener: RestoreListener | None, side_checkpointed: dict[str, int] | None = None,
     topics: Mapping[str, str] | None = None, remote: RemoteSnapshots | None = None,
+    journal: RecordJournal | None = None,
 ) -> Generator[RestoreStats, None, OpenStore]:
     key_serde, msg_serde = serdes_for(config, cfg)
     persistent = cfg.factory != "inmemory"
@@ -248,17 +253,25 @@ def _open_store(
             topic = resolve(config, cfg, topics)
             engine, recovery = yield from recover_store_steps(
                 StorePartition(cfg.name, topic, partition, live), guarantee, checkpointed,
-                RecoveryIO(lambda: open_engine(cfg, live), consumer, producer, listener, remote))
+                RecoveryIO(lambda: open_engine(cfg, live), consumer, producer, listener, remote,
+                           RecordCheck(key_serde, msg_serde, cfg.bad_records == "skip")))
             offset = recovery.offset
         log_layer = None
         if topic is not None and producer is not None:
+            producer.too_large_hints[topic] = (
+                f"store {cfg.name}: a value too large for its changelog; "
+                f"stores.{cfg.name}.drop.large.messages=true skips such values (counted and "
+                f"logged) and disallow.large.messages=true stops at them naming the key, "
+                f"both above stores.{cfg.name}.changelog.max.message.size.bytes "
+                f"(now {cfg.max_message_size})")
             on_dirty = (lambda d=live: clear_offset_file(d)) if live is not None else None
             log_layer = partial(LoggedStore, producer=producer, topic=topic, partition=partition,
                                 on_dirty=on_dirty)
         stack = build_stack(cfg.name, engine, key_serde, msg_serde, cfg.object_cache_size,
                             cfg.write_batch_size, cache_max_bytes=cfg.object_cache_max_bytes,
                             logged=log_layer, large_messages=cfg.large_messages,
-                            max_message_size=cfg.max_message_size)
+                            max_message_size=cfg.max_message_size,
+                            journal=None if cfg.side_inputs else journal)
         return OpenStore(cfg, topic, live, engine, stack.logged, stack.store, lock, offset,
                          recovery, side_start, stack.cache)
     except BaseException:

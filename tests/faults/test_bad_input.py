@@ -88,6 +88,10 @@ def test_value_over_max_message_bytes_stops_before_commit(
     run = run_job(conf, "--bounded")
     assert run.returncode != 0
     assert f"{name}-counts-changelog[0]" in run.stderr and "too large" in run.stderr.lower()
+    [error] = [line for line in run.stderr.splitlines() if line.startswith("Error:")]
+    for named in ("store counts", "stores.counts.drop.large.messages",
+                  "stores.counts.changelog.max.message.size.bytes"):
+        assert named in error, error
     assert _checkpoint_inputs(conf)[source] == 500, "the last good commit stays"
     assert millpond("restore", "--config", str(conf)).returncode == 0
     state = dump_store(conf, "counts")

@@ -69,6 +69,7 @@ stores.counts.changelog.max.message.size.bytes=2048
 stores.counts.disallow.large.messages=true
 stores.counts.drop.large.messages=true
 stores.counts.backup.enabled=false
+stores.counts.changelog.bad.records=skip
 stores.counts.rocksdb.compression=zstd
 stores.counts.rocksdb.block.size.bytes=16384
 stores.counts.rocksdb.num.write.buffers=5
