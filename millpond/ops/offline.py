@@ -68,24 +68,74 @@ def restore(
     return results
 
 
-def set_checkpoint(job: Job, partition: int, inputs: dict[str, int]) -> Checkpoint:
-    """Overwrite a task's input offsets in the checkpoint topic (job must be stopped)."""
+def set_checkpoint(job: Job, partition: int, inputs: dict[str, int], force: bool = False,
+                   ) -> tuple[Checkpoint, list[str]]:
+    """Overwrite a task's input offsets in the checkpoint topic (job must be stopped).
+
+    Refuses, writing nothing, what the job could not mean: a partition the job's inputs do
+    not have, a negative offset, and (unless ``force``) a topic that is not one of the job's
+    inputs or an offset outside the partition's ``[log start, log end]``. Returns the
+    checkpoint written and, with ``force``, a line for each check it overrode."""
+    tasks = job.partitions_of_inputs()  # also: the first input exists
+    if partition not in tasks:
+        raise CheckpointError(
+            f"--partition {partition}: the job has tasks 0..{len(tasks) - 1} (one per "
+            f"partition of {job.config.job.inputs[0].topic}); nothing written")
+    valid = [ref.topic for ref in job.config.job.inputs]
+    forced: list[str] = []
+    checked: dict[str, int] = {}
+    for topic, offset in inputs.items():
+        if topic not in valid and topic.startswith("kafka.") and topic[6:] in valid:
+            topic = topic[6:]  # task.inputs' spelling
+        if offset < 0:
+            raise CheckpointError(
+                f"--offset {topic}={offset}: an offset is the next record to process, 0 or "
+                "more (the partition's valid range: `millpond status`); nothing written")
+        checked[topic] = offset
+        if topic not in valid:
+            why = (f"--offset {topic}={offset}: {topic} is not an input of job "
+                   f"{job.config.job.name} (its inputs: {', '.join(valid)})")
+            if not force:
+                raise CheckpointError(f"{why}; nothing written (--force writes it anyway)")
+            forced.append(f"{why}; written as --force asked")
+            continue
+        low, high = _offset_range(job, topic, partition)
+        if not low <= offset <= high:
+            why = (f"--offset {topic}={offset}: {topic}[{partition}] holds offsets "
+                   f"{low}..{high} (log start..log end; {high} resumes after its last record)")
+            if not force:
+                raise CheckpointError(f"{why}; nothing written (--force writes it anyway: a "
+                                      "run then moves it per auto.offset.reset)")
+            forced.append(f"{why}; written as --force asked")
     if group_active(job):
         raise CheckpointError(
             f"job {job.config.job.name} has live members in consumer group {job.group_id}; "
             "stop every process before setting checkpoints")
     current = job.checkpoints().get(task_name(partition))
     ckpt = Checkpoint(task_name(partition), partition,
-                      {**(current.inputs if current else {}), **inputs},
+                      {**(current.inputs if current else {}), **checked},
                       dict(current.changelogs) if current else {},
                       dict(current.side_inputs) if current else {},
-                      dict(current.topics) if current else {})
-    job.admin.ensure_compacted(job.checkpoint_topic, len(job.partitions_of_inputs()),
-                               what="checkpoint")
+                      dict(current.topics) if current else {},
+                      dict(current.skipped) if current else {})
+    job.admin.ensure_compacted(job.checkpoint_topic, len(tasks), what="checkpoint")
     producer = TrackedProducer(job.producer_conf)
     producer.send(job.checkpoint_topic, partition, ckpt.task.encode(), ckpt.to_bytes())
     producer.flush_and_check()
-    return ckpt
+    return ckpt, forced
+
+
+def _offset_range(job: Job, topic: str, partition: int) -> tuple[int, int]:
+    """``topic[partition]``'s log start and log end (read_uncommitted: an at-least-once
+    task may have read past the last stable offset)."""
+    from millpond.kafka.reading import log_end_offsets, watermarks
+
+    consumer = job.consumer()
+    try:
+        low, _ = watermarks(consumer, topic, partition)
+    finally:
+        consumer.close()
+    return low, log_end_offsets(job.admin.admin, [(topic, partition)])[(topic, partition)]
 
 
 def group_active(job: Job) -> bool:
