@@ -6,14 +6,18 @@ same store locks as a running task, so they refuse to touch a store a job has op
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from pathlib import Path
+
 from millpond.changelog import local
 from millpond.changelog.checkpoint import (
     Checkpoint,
     task_name,
 )
-from millpond.changelog.errors import ChangelogError, CheckpointError
+from millpond.changelog.errors import ChangelogError, CheckpointError, StoreLockedError
 from millpond.changelog.generations import job_topics, resolve
 from millpond.changelog.restore import RestoreListener, RestoreStats
+from millpond.config import StoreConfig
 from millpond.job import Job
 from millpond.kafka.producer import TrackedProducer
 from millpond.tasks.storage import TaskStorage, open_engine
@@ -35,37 +39,78 @@ def restore(
     results: list[RestoreStats] = []
     checkpoints = job.checkpoints()
     topics = job_topics(checkpoints.values())
+    plan: list[tuple[StoreConfig, int]] = []
+    for cfg in job.stores(store):
+        if cfg.changelog is None:
+            continue
+        topic = resolve(job.config, cfg, topics)
+        count = job.admin.partition_count(topic)
+        if partitions is None and count is None:
+            raise ChangelogError(f"changelog {topic} of store {cfg.name} does not exist")
+        plan += [(cfg, p) for p in (partitions if partitions is not None else range(count or 0))]
+    # Every store directory is locked before any is wiped: one a job holds stops the
+    # restore with nothing changed.
+    locks = lock_stores(job, plan, "restore" + (" --from-backup" if from_backup
+                                                else " --full" if full else ""))
     producer = TrackedProducer(job.producer_conf)
     consumer = job.consumer()
     try:
-        for cfg in job.stores(store):
-            if cfg.changelog is None:
-                continue
-            topic = resolve(job.config, cfg, topics)
-            count = job.admin.partition_count(topic)
-            if partitions is None and count is None:
-                raise ChangelogError(f"changelog {topic} of store {cfg.name} does not exist")
-            for p in partitions if partitions is not None else range(count or 0):
-                live = local.store_dir(job.config.job.logged_store_base_dir, job.config.job.name,
-                                       cfg.name, p)
+        for cfg, p in plan:
+            lock = locks.pop((cfg.name, p), None)
+            live = local.store_dir(job.config.job.logged_store_base_dir, job.config.job.name,
+                                   cfg.name, p)
+            try:
                 if full:
                     local.wipe(live)
                     local.wipe_checkpoint(live)
-                ckpt = checkpoints.get(task_name(p))
-                storage = TaskStorage.open(job.config, p, job.guarantee, producer, consumer,
-                                           ckpt.changelogs if ckpt else None, listener,
-                                           only=cfg.name, topics=topics, backups=backups)
-                try:
-                    storage.after_commit()
-                    rec = storage.stores[cfg.name].recovery
-                    if rec is not None:
-                        results.append(rec.stats)
-                finally:
-                    storage.close()
+            except BaseException:
+                if lock is not None:
+                    lock.release()
+                raise
+            ckpt = checkpoints.get(task_name(p))
+            storage = TaskStorage.open(job.config, p, job.guarantee, producer, consumer,
+                                       ckpt.changelogs if ckpt else None, listener,
+                                       only=cfg.name, topics=topics, backups=backups,
+                                       locks={cfg.name: lock} if lock is not None else None)
+            try:
+                storage.after_commit()
+                rec = storage.stores[cfg.name].recovery
+                if rec is not None:
+                    results.append(rec.stats)
+            finally:
+                storage.close()
         producer.flush_and_check()
     finally:
+        for lock in locks.values():
+            lock.release()
         consumer.close()
     return results
+
+
+def lock_stores(job: Job, plan: Iterable[tuple[StoreConfig, int]], command: str,
+                ) -> dict[tuple[str, int], local.StoreLock]:
+    """Take the store lock of every (store, partition) in ``plan`` that lives on disk, or
+    none: a lock a process holds raises :class:`StoreLockedError` naming its pid and that
+    ``command`` changed nothing."""
+    locks: dict[tuple[str, int], local.StoreLock] = {}
+    try:
+        for cfg, p in plan:
+            if cfg.factory == "inmemory" or (cfg.name, p) in locks:
+                continue
+            live = local.store_dir(job.config.job.logged_store_base_dir, job.config.job.name,
+                                   cfg.name, p)
+            lock = local.StoreLock(live, job.config.job.state_permissions)
+            lock.acquire()
+            locks[(cfg.name, p)] = lock
+    except StoreLockedError as exc:
+        for lock in locks.values():
+            lock.release()
+        raise StoreLockedError(f"{command}: nothing changed: {exc}") from None
+    except BaseException:
+        for lock in locks.values():
+            lock.release()
+        raise
+    return locks
 
 
 def set_checkpoint(job: Job, partition: int, inputs: dict[str, int], force: bool = False,
@@ -151,55 +196,70 @@ def reseed_from_local(job: Job, store: str | None = None) -> dict[str, int]:
     the only copy of the state, so they become the changelog's content again.
     Returns records written per store.
     """
-    from millpond.changelog.checkpoint import StoreOffset, write_offset_file
-    from millpond.changelog.recovery import local_start
-
     checkpoints = job.checkpoints()
     producer = TrackedProducer(job.producer_conf)
     written: dict[str, int] = {}
     updated: dict[int, Checkpoint] = {}
-    for cfg in job.stores(store):
-        if cfg.changelog is None or cfg.factory == "inmemory":
-            continue
-        topic = job.changelog(cfg, checkpoints)
-        parts = job.partitions_of_inputs()
-        job.admin.ensure_compacted(topic, len(parts), cfg.changelog_replication_factor,
-                                   cfg.changelog_topic_config)
-        for p in parts:
-            live = local.store_dir(job.config.job.logged_store_base_dir, job.config.job.name,
-                                   cfg.name, p)
-            lock = local.StoreLock(live, job.config.job.state_permissions)
-            lock.acquire()
-            try:
-                if local_start(live, topic, p) is None:
-                    raise ChangelogError(f"no usable local state for {cfg.name} partition {p} "
-                                         f"in {live}; nothing to re-seed from")
-                engine = open_engine(cfg, live)
-                try:
-                    n = 0
-                    with engine.all() as entries:
-                        for key, value in entries:
-                            producer.send(topic, p, key, value)
-                            n += 1
-                    producer.flush_and_check()
-                    last = producer.last_offset(topic, p)
-                    offset = -1 if last is None else last
-                    written[cfg.name] = written.get(cfg.name, 0) + n
-                    tmp = live.with_name(live.name + ".reseed")
-                    local.wipe(tmp)
-                    engine.checkpoint(tmp)
-                    so = StoreOffset(cfg.name, topic, p, offset)
-                    write_offset_file(tmp, so)
-                    local.install_checkpoint(tmp, live)
-                    write_offset_file(live, so)
-                finally:
-                    engine.close()
-            finally:
-                lock.release()
-            ckpt = updated.get(p) or checkpoints.get(task_name(p)) or Checkpoint(task_name(p), p)
-            ckpt.changelogs[cfg.name] = offset
-            updated[p] = ckpt
+    stores = [cfg for cfg in job.stores(store)
+              if cfg.changelog is not None and cfg.factory != "inmemory"]
+    parts = job.partitions_of_inputs()
+    # Every store directory is locked before anything is written.
+    locks = lock_stores(job, [(cfg, p) for cfg in stores for p in parts], "restore --from-local")
+    try:
+        _reseed(job, stores, parts, checkpoints, producer, written, updated)
+    finally:
+        for lock in locks.values():
+            lock.release()
     for ckpt in updated.values():
         producer.send(job.checkpoint_topic, ckpt.partition, ckpt.task.encode(), ckpt.to_bytes())
     producer.flush_and_check()
     return written
+
+
+def _reseed(job: Job, stores: list[StoreConfig], parts: list[int],
+            checkpoints: dict[str, Checkpoint], producer: TrackedProducer,
+            written: dict[str, int], updated: dict[int, Checkpoint]) -> None:
+    """:func:`reseed_from_local`'s writes, its store locks held."""
+    from millpond.changelog.checkpoint import StoreOffset, write_offset_file
+    from millpond.changelog.recovery import local_start
+
+    def live_dir(cfg: StoreConfig, p: int) -> Path:
+        return local.store_dir(job.config.job.logged_store_base_dir, job.config.job.name,
+                               cfg.name, p)
+
+    topics = {cfg.name: job.changelog(cfg, checkpoints) for cfg in stores}
+    for cfg in stores:  # every store is usable before anything is written
+        for p in parts:
+            if local_start(live_dir(cfg, p), topics[cfg.name], p) is None:
+                raise ChangelogError(f"no usable local state for {cfg.name} partition {p} "
+                                     f"in {live_dir(cfg, p)}; nothing to re-seed from, "
+                                     "nothing written")
+    for cfg in stores:
+        topic = topics[cfg.name]
+        job.admin.ensure_compacted(topic, len(parts), cfg.changelog_replication_factor,
+                                   cfg.changelog_topic_config)
+        for p in parts:
+            live = live_dir(cfg, p)
+            engine = open_engine(cfg, live)
+            try:
+                n = 0
+                with engine.all() as entries:
+                    for key, value in entries:
+                        producer.send(topic, p, key, value)
+                        n += 1
+                producer.flush_and_check()
+                last = producer.last_offset(topic, p)
+                offset = -1 if last is None else last
+                written[cfg.name] = written.get(cfg.name, 0) + n
+                tmp = live.with_name(live.name + ".reseed")
+                local.wipe(tmp)
+                engine.checkpoint(tmp)
+                so = StoreOffset(cfg.name, topic, p, offset)
+                write_offset_file(tmp, so)
+                local.install_checkpoint(tmp, live)
+                write_offset_file(live, so)
+            finally:
+                engine.close()
+            ckpt = updated.get(p) or checkpoints.get(task_name(p)) or Checkpoint(task_name(p), p)
+            ckpt.changelogs[cfg.name] = offset
+            updated[p] = ckpt

@@ -98,6 +98,7 @@ class TaskStorage:
         side_checkpointed: dict[str, dict[str, int]] | None = None,
         topics: Mapping[str, str] | None = None,
         backups: StateBackups | None = None,
+        locks: Mapping[str, local.StoreLock] | None = None,
     ) -> Generator[RestoreStats, None, TaskStorage]:
         """Lock, recover and layer every store of the task (or just ``only``), yielding
         after each restored batch; closing the generator early releases what it opened.
@@ -107,7 +108,8 @@ class TaskStorage:
         side-input stores as they are. ``topics``: the checkpoint's store -> changelog topic
         (a rescaled store's generation); a store not in it uses its configured topic. With
         ``backups``, a lost store may start from a remote snapshot and commits' checkpoints
-        are uploaded."""
+        are uploaded. ``locks``: store locks the caller already holds (an offline tool that
+        locked before it wiped), handed over: the storage releases them as it closes."""
         storage = cls(partition, topics=dict(topics or {}), backups=backups)
         try:
             for name, cfg in config.stores.items():
@@ -119,6 +121,7 @@ class TaskStorage:
                     None if side_checkpointed is None else side_checkpointed.get(name, {}),
                     storage.topics,
                     backups.remote_for(cfg) if backups is not None else None,
+                    (locks or {}).get(name),
                 )
         except BaseException:
             storage.close()
@@ -132,11 +135,12 @@ class TaskStorage:
         listener: RestoreListener | None = None, only: str | None = None,
         topics: Mapping[str, str] | None = None,
         backups: StateBackups | None = None,
+        locks: Mapping[str, local.StoreLock] | None = None,
     ) -> TaskStorage:
         """:meth:`open_steps` run to the end (offline tools)."""
         return run_steps(cls.open_steps(config, partition, guarantee, producer,
                                         restore_consumer, checkpointed, listener, only,
-                                        topics=topics, backups=backups))
+                                        topics=topics, backups=backups, locks=locks))
 
     @property
     def restored_records(self) -> int:
@@ -223,13 +227,14 @@ def _open_store(
     producer: TrackedProducer | None, consumer: Consumer, checkpointed: int | None,
     listener: RestoreListener | None, side_checkpointed: dict[str, int] | None = None,
     topics: Mapping[str, str] | None = None, remote: RemoteSnapshots | None = None,
+    held: local.StoreLock | None = None,
 ) -> Generator[RestoreStats, None, OpenStore]:
     key_serde, msg_serde = serdes_for(config, cfg)
     persistent = cfg.factory != "inmemory"
     live = (local.store_dir(config.job.logged_store_base_dir, config.job.name, cfg.name, partition)
             if persistent else None)
-    lock = None
-    if live is not None:
+    lock = held
+    if live is not None and lock is None:
         lock = local.StoreLock(live, config.job.state_permissions)
         lock.acquire()
     try:
