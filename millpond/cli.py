@@ -208,7 +208,7 @@ def checkpoint_show(config_path: Path, overrides: tuple[str, ...], fmt: str) -> 
     """Print the latest checkpoint of every task."""
     import json
 
-    checkpoints = _job(config_path, overrides).checkpoints()
+    checkpoints = _job(config_path, overrides).checkpoints(lenient=True)
     if fmt == "json":
         click.echo(json.dumps({k: json.loads(v.to_bytes()) for k, v in sorted(checkpoints.items())},
                               indent=2))
@@ -254,6 +254,23 @@ def checkpoint_set(config_path: Path, overrides: tuple[str, ...], partition: int
     for line in forced:
         click.echo(f"Forced: {line}", err=True)
     click.echo(ckpt.to_bytes().decode())
+
+
+@checkpoint.command("drop")
+@config_option
+@override_option
+@click.option("--partition", type=int, required=True,
+              help="The checkpoint topic's partition holding the record.")
+@click.option("--offset", type=int, required=True, help="The record's offset.")
+def checkpoint_drop(config_path: Path, overrides: tuple[str, ...], partition: int,
+                    offset: int) -> None:
+    """Remove a record of the checkpoint topic that is not a task's checkpoint (the one a
+    warning names, e.g. random bytes): a tombstone with its raw key. Refuses a task's own
+    record (readable or not: `checkpoint set` replaces it)."""
+    from millpond.ops import offline
+
+    record = offline.drop_record(_job(config_path, overrides), partition, offset)
+    click.echo(f"wrote a tombstone for {record.where}")
 
 
 @main.group()

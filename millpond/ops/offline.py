@@ -12,6 +12,7 @@ from pathlib import Path
 from millpond.changelog import local
 from millpond.changelog.checkpoint import (
     Checkpoint,
+    DamagedRecord,
     task_name,
 )
 from millpond.changelog.errors import ChangelogError, CheckpointError, StoreLockedError
@@ -156,7 +157,7 @@ def set_checkpoint(job: Job, partition: int, inputs: dict[str, int], force: bool
         raise CheckpointError(
             f"job {job.config.job.name} has live members in consumer group {job.group_id}; "
             "stop every process before setting checkpoints")
-    current = job.checkpoints().get(task_name(partition))
+    current = job.checkpoints(lenient=True).get(task_name(partition))
     ckpt = Checkpoint(task_name(partition), partition,
                       {**(current.inputs if current else {}), **checked},
                       dict(current.changelogs) if current else {},
@@ -181,6 +182,53 @@ def _offset_range(job: Job, topic: str, partition: int) -> tuple[int, int]:
     finally:
         consumer.close()
     return low, log_end_offsets(job.admin.admin, [(topic, partition)])[(topic, partition)]
+
+
+def drop_record(job: Job, partition: int, offset: int) -> DamagedRecord:
+    """Write a tombstone with the raw key of the checkpoint topic's record at ``offset`` of
+    ``partition``, which must be one millpond cannot read under a key that names no task
+    (a task's damaged checkpoint is replaced with ``checkpoint set`` instead: a tombstone
+    would remove the task's position altogether). Returns the record removed."""
+    from millpond.changelog.checkpoint import is_task_key
+    from millpond.kafka.reading import read_range, watermarks
+
+    topic = job.checkpoint_topic
+    if job.admin.partition_count(topic) is None:
+        raise CheckpointError(f"the job has no checkpoint topic {topic}; nothing to drop")
+    consumer = job.consumer()
+    try:
+        low, high = watermarks(consumer, topic, partition)
+        found = [msg for batch in read_range(consumer, topic, partition, max(low, offset),
+                                             min(high, offset + 1))
+                 for msg in batch if msg.offset() == offset] if low <= offset < high else []
+    finally:
+        consumer.close()
+    if not found:
+        raise CheckpointError(f"{topic}[{partition}]@{offset}: no committed record there (the "
+                              f"partition holds offsets {low}..{high - 1}); nothing written")
+    msg = found[0]
+    raw = msg.key() or b""
+    record = DamagedRecord(topic, partition, offset, raw, "")
+    if msg.value() is None:
+        raise CheckpointError(f"{record.where} is a tombstone already; nothing written")
+    try:
+        key = raw.decode()
+    except UnicodeDecodeError:
+        key = None
+    if key is not None and is_task_key(key):
+        try:
+            Checkpoint.from_bytes(msg.value() or b"")
+            what = "a readable checkpoint"
+        except CheckpointError:
+            what = "an unreadable checkpoint"
+        raise CheckpointError(
+            f"{record.where} is {what} of task {key}: a tombstone would remove the task's "
+            f"position altogether; write a valid one with `millpond checkpoint set "
+            f"--partition {partition} --offset TOPIC=OFFSET` instead; nothing written")
+    producer = TrackedProducer(job.producer_conf)
+    producer.send(topic, partition, raw, None)
+    producer.flush_and_check()
+    return record
 
 
 def group_active(job: Job) -> bool:

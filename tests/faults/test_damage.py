@@ -52,6 +52,9 @@ def _damage(kind: str, live: Path) -> None:
     elif kind == "OFFSET garbage":
         (live / "OFFSET").write_text("\x00garbage{")
         (ckpt / "OFFSET").write_text("\x00garbage{")
+    elif kind == "OFFSET binary garbage":  # not UTF-8: handled as text garbage is (#35)
+        (live / "OFFSET").write_bytes(b"\xff\xfe\x00\x81garbage")
+        (ckpt / "OFFSET").write_bytes(b"\x80\x81\x82")
     elif kind == "OFFSET garbage (live copy only)":
         (live / "OFFSET").write_text("\x00garbage{")
     elif kind == "OFFSET ahead of changelog":
@@ -67,6 +70,7 @@ DAMAGE = {
     "store dir deleted": "full",
     "SST truncated": "full",
     "OFFSET garbage": "full",
+    "OFFSET binary garbage": "full",
     "OFFSET garbage (live copy only)": "checkpoint",
     "OFFSET ahead of changelog": "full",
 }

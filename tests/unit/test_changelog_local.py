@@ -26,6 +26,8 @@ def test_checkpoint_round_trip_and_garbage() -> None:
     assert Checkpoint.from_bytes(ckpt.to_bytes()) == ckpt
     with pytest.raises(CheckpointError, match="topic\\[0\\]@5"):
         Checkpoint.from_bytes(b"{nope", "topic[0]@5")
+    with pytest.raises(CheckpointError, match="topic\\[0\\]@6"):  # not UTF-8
+        Checkpoint.from_bytes(b"\xff\xfe\x80{", "topic[0]@6")
 
 
 def test_offset_file_is_atomic_and_checked(tmp_path: Path) -> None:
@@ -37,6 +39,11 @@ def test_offset_file_is_atomic_and_checked(tmp_path: Path) -> None:
     (tmp_path / "OFFSET").write_text("garbage")
     with pytest.raises(CheckpointError, match="corrupt OFFSET"):
         read_offset_file(tmp_path)
+    # Binary garbage (not UTF-8) is corrupt the same way, not a UnicodeDecodeError (#35).
+    for data in (b"\xff\xfe\x00\x81garbage", bytes(range(256)), b"\x80" * 3):
+        (tmp_path / "OFFSET").write_bytes(data)
+        with pytest.raises(CheckpointError, match="corrupt OFFSET"):
+            read_offset_file(tmp_path)
     clear_offset_file(tmp_path)
     clear_offset_file(tmp_path)
     assert read_offset_file(tmp_path) is None
