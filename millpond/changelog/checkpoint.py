@@ -246,8 +246,8 @@ def read_checkpoints(
         elif task in latest:
             log.warning("checkpoint topic: skipped %s, the newest record of task %s: %s; the "
                         "task resumes from its newest readable checkpoint, %s. Write a new "
-                        "one with `millpond checkpoint set --partition %d ...` to replace it",
-                        record.where, task, record.reason, at[task], record.partition)
+                        "one with `millpond checkpoint set --partition %s ...` to replace it",
+                        record.where, task, record.reason, at[task], task.rpartition("-")[2])
         else:
             what = (f"checkpoint topic: {record.where} is the only checkpoint of task {task} "
                     f"left and unreadable ({record.reason}): the task's input "
@@ -255,9 +255,8 @@ def read_checkpoints(
             if not lenient:
                 raise CheckpointError(
                     f"{what}. Write a valid one with `millpond checkpoint set --config ... "
-                    f"--partition {record.partition} --offset TOPIC=OFFSET` (the job stopped), "
-                    f"or {drop_hint(record.partition, record.offset)} to start the task "
-                    "afresh")
+                    f"--partition {task.rpartition('-')[2]} --offset TOPIC=OFFSET` (the job "
+                    "stopped; `millpond status` shows each input's offsets)")
             log.warning("%s; left out", what)
     return latest
 
