@@ -95,3 +95,26 @@ def test_store_lock_refuses_a_second_process(tmp_path: Path) -> None:
             second.acquire()
         finally:
             first.release()
+
+
+def test_spark_dir_writer_locks_every_partition_first(tmp_path: Path) -> None:
+    """A store directory held by a task stops a rebuild before it writes anything, naming
+    the holder's pid, and keeps none of the locks it took (#35)."""
+    from millpond.spark.errors import StateDirError
+    from millpond.spark.localdirs import DirWriter, partition_dirs
+    from millpond.stores import RocksDbOptions
+
+    dirs = partition_dirs(tmp_path, "job", "counts", [0, 1])
+    held = local.StoreLock(dirs[1])
+    held.acquire()
+    writer = DirWriter("counts", "t", RocksDbOptions(), dirs)
+    try:
+        with pytest.raises(StateDirError, match=f"'counts'.*nothing changed.*in use by pid "
+                                                f"{os.getpid()}"):
+            writer.lock()
+    finally:
+        held.release()
+    assert not dirs[0].exists() and not dirs[1].exists()
+    again = local.StoreLock(dirs[0])  # partition 0's lock was given back
+    again.acquire()
+    again.release()
