@@ -35,7 +35,8 @@ from tests.kafka_util import (
     write_properties,
 )
 
-pytestmark = pytest.mark.kafka
+# ~15 s each on a quiet machine (35 s at a load of 30): slow, for the lead to place.
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
 RANDOM_KEY = b"\xff\xfe\x00\x9c"
 

@@ -28,7 +28,8 @@ from tests.kafka_util import (
     write_properties,
 )
 
-pytestmark = pytest.mark.kafka
+# ~15 s each on a quiet machine (35 s at a load of 30): slow, for the lead to place.
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
 
 def test_restore_while_the_job_runs_changes_nothing(
