@@ -208,7 +208,7 @@ def checkpoint_show(config_path: Path, overrides: tuple[str, ...], fmt: str) -> 
     """Print the latest checkpoint of every task."""
     import json
 
-    checkpoints = _job(config_path, overrides).checkpoints()
+    checkpoints = _job(config_path, overrides).checkpoints(lenient=True)
     if fmt == "json":
         click.echo(json.dumps({k: json.loads(v.to_bytes()) for k, v in sorted(checkpoints.items())},
                               indent=2))
@@ -225,10 +225,18 @@ def checkpoint_show(config_path: Path, overrides: tuple[str, ...], fmt: str) -> 
 @override_option
 @click.option("--partition", type=int, required=True, help="The task's partition.")
 @click.option("--offset", "offsets", multiple=True, required=True, metavar="TOPIC=OFFSET",
-              help="Next input offset to process (repeatable).")
+              help="Next input offset to process (repeatable), within the partition's "
+                   "[log start, log end].")
+@click.option("--force", is_flag=True,
+              help="Write an offset outside the partition's range, or a topic that is not "
+                   "one of the job's inputs, anyway (each printed as forced).")
 def checkpoint_set(config_path: Path, overrides: tuple[str, ...], partition: int,
-                   offsets: tuple[str, ...]) -> None:
-    """Set a task's input offsets; refuses while any process of the job runs."""
+                   offsets: tuple[str, ...], force: bool) -> None:
+    """Set a task's input offsets; refuses while any process of the job runs.
+
+    Refuses, writing nothing, a partition the job does not have, a negative offset, and,
+    unless --force, a topic that is not one of the job's inputs or an offset outside the
+    partition's [log start, log end]; each refusal names the valid range or topics."""
     from millpond.config.values import parse_int
     from millpond.ops import offline
 
@@ -241,8 +249,28 @@ def checkpoint_set(config_path: Path, overrides: tuple[str, ...], partition: int
             inputs[topic] = parse_int(value)
         except ValueError:
             raise click.BadParameter(f"{item!r} is not TOPIC=OFFSET", param_hint="--offset") from None
-    ckpt = offline.set_checkpoint(_job(config_path, overrides), partition, inputs)
+    ckpt, forced = offline.set_checkpoint(_job(config_path, overrides), partition, inputs,
+                                          force)
+    for line in forced:
+        click.echo(f"Forced: {line}", err=True)
     click.echo(ckpt.to_bytes().decode())
+
+
+@checkpoint.command("drop")
+@config_option
+@override_option
+@click.option("--partition", type=int, required=True,
+              help="The checkpoint topic's partition holding the record.")
+@click.option("--offset", type=int, required=True, help="The record's offset.")
+def checkpoint_drop(config_path: Path, overrides: tuple[str, ...], partition: int,
+                    offset: int) -> None:
+    """Remove a record of the checkpoint topic that is not a task's checkpoint (the one a
+    warning names, e.g. random bytes): a tombstone with its raw key. Refuses a task's own
+    record (readable or not: `checkpoint set` replaces it)."""
+    from millpond.ops import offline
+
+    record = offline.drop_record(_job(config_path, overrides), partition, offset)
+    click.echo(f"wrote a tombstone for {record.where}")
 
 
 @main.group()

@@ -121,11 +121,14 @@ class Job:
                                  "`millpond topics create --config ... --partitions N`")
         return list(range(n))
 
-    def checkpoints(self) -> dict[str, Checkpoint]:
+    def checkpoints(self, lenient: bool = False) -> dict[str, Checkpoint]:
+        """Every task's latest checkpoint (:func:`~millpond.changelog.checkpoint.
+        read_checkpoints`; ``lenient``: a task whose only checkpoint is unreadable is left out
+        with a warning instead of raising)."""
         consumer = self.consumer()
         try:
             if self.admin.partition_count(self.checkpoint_topic) is None:
                 return {}
-            return read_checkpoints(consumer, self.checkpoint_topic)
+            return read_checkpoints(consumer, self.checkpoint_topic, lenient=lenient)
         finally:
             consumer.close()

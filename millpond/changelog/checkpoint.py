@@ -15,6 +15,7 @@ last changelog offset of each store. It is kept in two places:
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,8 @@ from millpond.stores import permissions
 
 OFFSET_FILE = "OFFSET"
 NO_OFFSET = -1
+
+log = logging.getLogger(__name__)
 
 
 def task_name(partition: int) -> str:
@@ -114,13 +117,14 @@ def read_offset_file(store_dir: Path) -> StoreOffset | None:
     """The store's OFFSET, or None if absent. Garbage raises :class:`CheckpointError`."""
     path = store_dir / OFFSET_FILE
     try:
-        text = path.read_text()
+        data = path.read_bytes()
     except FileNotFoundError:
         return None
     except OSError as exc:
         raise CheckpointError(f"{path}: unreadable OFFSET file: {exc}") from exc
+    text = data.decode("utf-8", errors="replace")
     try:
-        doc = json.loads(text)
+        doc = json.loads(data)  # not UTF-8 (binary garbage): a ValueError, as for text
         return StoreOffset(str(doc["store"]), str(doc["topic"]), int(doc["partition"]),
                            int(doc["offset"]))
     except (ValueError, KeyError, TypeError) as exc:
@@ -132,11 +136,62 @@ def clear_offset_file(store_dir: Path) -> None:
     remove_file(store_dir / OFFSET_FILE)
 
 
+def is_task_key(key: str) -> bool:
+    """Whether ``key`` names a task (``partition-N``), as every checkpoint record's key does."""
+    prefix, _, number = key.rpartition("-")
+    return prefix == "partition" and number.isdigit()
+
+
+def drop_hint(partition: int, offset: int) -> str:
+    """How to remove the record at ``offset`` of the checkpoint topic's ``partition``."""
+    return (f"remove it with `millpond checkpoint drop --config ... --partition {partition} "
+            f"--offset {offset}` (a tombstone with its raw key)")
+
+
+@dataclass(frozen=True)
+class DamagedRecord:
+    """A record of the checkpoint topic that is not a checkpoint millpond can read."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes
+    reason: str
+
+    @property
+    def where(self) -> str:
+        return f"{self.topic}[{self.partition}]@{self.offset} (key {self.key_text})"
+
+    @property
+    def key_text(self) -> str:
+        try:
+            return repr(self.key.decode())
+        except UnicodeDecodeError:
+            return f"0x{self.key.hex()}, not UTF-8"
+
+    @property
+    def task(self) -> str | None:
+        """The task the record's key names, if it names one."""
+        try:
+            key = self.key.decode()
+        except UnicodeDecodeError:
+            return None
+        return key if is_task_key(key) else None
+
+
 def read_checkpoints(
-    consumer: Any, topic: str, partitions: Iterable[int] | None = None
+    consumer: Any, topic: str, partitions: Iterable[int] | None = None, lenient: bool = False,
 ) -> dict[str, Checkpoint]:
     """The latest checkpoint of every task in the job's checkpoint topic (empty if none),
-    reading only ``partitions`` (the tasks' own) when given."""
+    reading only ``partitions`` (the tasks' own) when given.
+
+    A record that is not a readable checkpoint (a key or value that is not millpond's:
+    random bytes, another program's) is skipped with a WARNING naming topic, partition,
+    offset and key, where that loses nothing: its key names no task, or an older checkpoint
+    of the task is still in the topic (the task resumes from that one); one a newer
+    checkpoint of its key replaces is skipped quietly (INFO). When it is the only checkpoint of a task the topic holds, the task's position
+    is unknown: :class:`CheckpointError` names the record and the ways out, unless
+    ``lenient`` (``checkpoint show|set``), which leaves the task out with the warning."""
 
     from millpond.kafka.reading import read_range, watermarks
 
@@ -144,17 +199,64 @@ def read_checkpoints(
         md = consumer.list_topics(topic, timeout=30).topics.get(topic)
         partitions = sorted(md.partitions) if md is not None and md.error is None else []
     latest: dict[str, Checkpoint] = {}
+    at: dict[str, str] = {}  # task -> where its latest checkpoint is
+    damaged: dict[bytes, DamagedRecord] = {}  # raw key -> its newest record, if unreadable
     for p in partitions:
         low, high = watermarks(consumer, topic, p)
         for batch in read_range(consumer, topic, p, low, high):
             for msg in batch:
-                key = (msg.key() or b"").decode()
+                raw = msg.key() or b""
                 value = msg.value()
-                if value is None:
-                    latest.pop(key, None)
-                else:
-                    ckpt = Checkpoint.from_bytes(value, f"{topic}[{p}]@{msg.offset()} (key {key})")
-                    kind, ts = msg.timestamp()
-                    ckpt.timestamp_ms = ts if kind != TIMESTAMP_NOT_AVAILABLE else None
-                    latest[key] = ckpt
+                try:
+                    key: str | None = raw.decode()
+                except UnicodeDecodeError:
+                    key = None
+                if value is None:  # a tombstone removes any record of its raw key
+                    damaged.pop(raw, None)
+                    if key is not None:
+                        latest.pop(key, None)
+                    continue
+                offset: int = msg.offset() or 0
+                where = f"{topic}[{p}]@{offset}"
+                if key is None:
+                    damaged[raw] = DamagedRecord(topic, p, offset, raw,
+                                                 "its key is not UTF-8 (not a task name)")
+                    continue
+                try:
+                    ckpt = Checkpoint.from_bytes(value, f"{where} (key {key})")
+                except CheckpointError as exc:
+                    damaged[raw] = DamagedRecord(topic, p, offset, raw, str(exc).removeprefix(
+                        f"{where} (key {key}): "))
+                    continue
+                replaced = damaged.pop(raw, None)
+                if replaced is not None:
+                    log.info("checkpoint topic: skipped %s, not a millpond checkpoint: a "
+                             "newer checkpoint of the key (@%d) replaces it", replaced.where,
+                             offset)
+                kind, ts = msg.timestamp()
+                ckpt.timestamp_ms = ts if kind != TIMESTAMP_NOT_AVAILABLE else None
+                latest[key] = ckpt
+                at[key] = where
+    for record in damaged.values():
+        task = record.task
+        if task is None:
+            log.warning("checkpoint topic: skipped %s: %s; it is no task's checkpoint: %s",
+                        record.where, record.reason,
+                        drop_hint(record.partition, record.offset))
+        elif task in latest:
+            log.warning("checkpoint topic: skipped %s, the newest record of task %s: %s; the "
+                        "task resumes from its newest readable checkpoint, %s. Write a new "
+                        "one with `millpond checkpoint set --partition %s ...` to replace it",
+                        record.where, task, record.reason, at[task], task.rpartition("-")[2])
+        else:
+            what = (f"checkpoint topic: {record.where} is the only checkpoint of task {task} "
+                    f"left and unreadable ({record.reason}): the task's input "
+                    "positions and store offsets are unknown")
+            if not lenient:
+                raise CheckpointError(
+                    f"{what}. Write a valid one with `millpond checkpoint set --config ... "
+                    f"--partition {task.rpartition('-')[2]} --offset TOPIC=OFFSET` (the job "
+                    "stopped; `millpond status` shows each input's offsets)")
+            log.warning("%s; left out", what)
     return latest
+

@@ -44,7 +44,8 @@ class DirWriter:
         self._locks: list[local.StoreLock] = []
 
     def lock(self) -> None:
-        """Take every partition's store lock (StateDirError if a task holds one)."""
+        """Take every partition's store lock before anything is written: StateDirError
+        (naming the holder's pid; none kept) if a task holds one."""
         try:
             for live in self.dirs.values():
                 lock = local.StoreLock(live, self.mode)
@@ -52,7 +53,8 @@ class DirWriter:
                 self._locks.append(lock)
         except ChangelogError as exc:
             self.unlock()
-            raise StateDirError(f"cannot rebuild store {self.store!r}: {exc}") from exc
+            raise StateDirError(f"cannot write store {self.store!r}'s local directories, "
+                                f"nothing changed: {exc}") from exc
 
     def unlock(self) -> None:
         for lock in self._locks:

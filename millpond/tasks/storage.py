@@ -101,6 +101,7 @@ class TaskStorage:
         side_checkpointed: dict[str, dict[str, int]] | None = None,
         topics: Mapping[str, str] | None = None,
         backups: StateBackups | None = None,
+        locks: Mapping[str, local.StoreLock] | None = None,
     ) -> Generator[RestoreStats, None, TaskStorage]:
         """Lock, recover and layer every store of the task (or just ``only``), yielding
         after each restored batch; closing the generator early releases what it opened.
@@ -110,7 +111,8 @@ class TaskStorage:
         side-input stores as they are. ``topics``: the checkpoint's store -> changelog topic
         (a rescaled store's generation); a store not in it uses its configured topic. With
         ``backups``, a lost store may start from a remote snapshot and commits' checkpoints
-        are uploaded."""
+        are uploaded. ``locks``: store locks the caller already holds (an offline tool that
+        locked before it wiped), handed over: the storage releases them as it closes."""
         storage = cls(partition, topics=dict(topics or {}), backups=backups)
         try:
             for name, cfg in config.stores.items():
@@ -123,6 +125,7 @@ class TaskStorage:
                     storage.topics,
                     backups.remote_for(cfg) if backups is not None else None,
                     storage.journal,
+                    (locks or {}).get(name),
                 )
         except BaseException:
             storage.close()
@@ -136,11 +139,12 @@ class TaskStorage:
         listener: RestoreListener | None = None, only: str | None = None,
         topics: Mapping[str, str] | None = None,
         backups: StateBackups | None = None,
+        locks: Mapping[str, local.StoreLock] | None = None,
     ) -> TaskStorage:
         """:meth:`open_steps` run to the end (offline tools)."""
         return run_steps(cls.open_steps(config, partition, guarantee, producer,
                                         restore_consumer, checkpointed, listener, only,
-                                        topics=topics, backups=backups))
+                                        topics=topics, backups=backups, locks=locks))
 
     @property
     def restored_records(self) -> int:
@@ -228,13 +232,14 @@ def _open_store(
     listener: RestoreListener | None, side_checkpointed: dict[str, int] | None = None,
     topics: Mapping[str, str] | None = None, remote: RemoteSnapshots | None = None,
     journal: RecordJournal | None = None,
+    held: local.StoreLock | None = None,
 ) -> Generator[RestoreStats, None, OpenStore]:
     key_serde, msg_serde = serdes_for(config, cfg)
     persistent = cfg.factory != "inmemory"
     live = (local.store_dir(config.job.logged_store_base_dir, config.job.name, cfg.name, partition)
             if persistent else None)
-    lock = None
-    if live is not None:
+    lock = held
+    if live is not None and lock is None:
         lock = local.StoreLock(live, config.job.state_permissions)
         lock.acquire()
     try:

@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "restore": ("restore",),
     "checkpoint show": ("checkpoint", "show"),
     "checkpoint set": ("checkpoint", "set", "--partition", "0", "--offset", "in=0"),
+    "checkpoint drop": ("checkpoint", "drop", "--partition", "0", "--offset", "0"),
     "changelog describe": ("changelog", "describe"),
     "store get": ("store", "get", *STORE, "--partition", "0", "u1"),
     "store range": ("store", "range", *STORE, "--partition", "0"),

@@ -26,6 +26,8 @@ def test_checkpoint_round_trip_and_garbage() -> None:
     assert Checkpoint.from_bytes(ckpt.to_bytes()) == ckpt
     with pytest.raises(CheckpointError, match="topic\\[0\\]@5"):
         Checkpoint.from_bytes(b"{nope", "topic[0]@5")
+    with pytest.raises(CheckpointError, match="topic\\[0\\]@6"):  # not UTF-8
+        Checkpoint.from_bytes(b"\xff\xfe\x80{", "topic[0]@6")
 
 
 def test_offset_file_is_atomic_and_checked(tmp_path: Path) -> None:
@@ -37,6 +39,11 @@ def test_offset_file_is_atomic_and_checked(tmp_path: Path) -> None:
     (tmp_path / "OFFSET").write_text("garbage")
     with pytest.raises(CheckpointError, match="corrupt OFFSET"):
         read_offset_file(tmp_path)
+    # Binary garbage (not UTF-8) is corrupt the same way, not a UnicodeDecodeError (#35).
+    for data in (b"\xff\xfe\x00\x81garbage", bytes(range(256)), b"\x80" * 3):
+        (tmp_path / "OFFSET").write_bytes(data)
+        with pytest.raises(CheckpointError, match="corrupt OFFSET"):
+            read_offset_file(tmp_path)
     clear_offset_file(tmp_path)
     clear_offset_file(tmp_path)
     assert read_offset_file(tmp_path) is None
@@ -88,3 +95,26 @@ def test_store_lock_refuses_a_second_process(tmp_path: Path) -> None:
             second.acquire()
         finally:
             first.release()
+
+
+def test_spark_dir_writer_locks_every_partition_first(tmp_path: Path) -> None:
+    """A store directory held by a task stops a rebuild before it writes anything, naming
+    the holder's pid, and keeps none of the locks it took (#35)."""
+    from millpond.spark.errors import StateDirError
+    from millpond.spark.localdirs import DirWriter, partition_dirs
+    from millpond.stores import RocksDbOptions
+
+    dirs = partition_dirs(tmp_path, "job", "counts", [0, 1])
+    held = local.StoreLock(dirs[1])
+    held.acquire()
+    writer = DirWriter("counts", "t", RocksDbOptions(), dirs)
+    try:
+        with pytest.raises(StateDirError, match=f"'counts'.*nothing changed.*in use by pid "
+                                                f"{os.getpid()}"):
+            writer.lock()
+    finally:
+        held.release()
+    assert not dirs[0].exists() and not dirs[1].exists()
+    again = local.StoreLock(dirs[0])  # partition 0's lock was given back
+    again.acquire()
+    again.release()
