@@ -28,12 +28,31 @@ def main() -> None:
 
     # Recovery problems are also logged; the warning is for library callers, not a 2nd line.
     warnings.filterwarnings("ignore", category=RecoveryWarning)
+    _show_config_warnings_as_lines()
     # Commands that configure no logging (all but run and spark) show warnings, a Kafka
     # client's included, as labelled lines on stderr rather than bare messages.
     last_resort = logging.StreamHandler()
     last_resort.setLevel(logging.WARNING)
     last_resort.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
     logging.lastResort = last_resort
+
+
+def _show_config_warnings_as_lines() -> None:
+    """A :class:`~millpond.config.ConfigWarning` (a likely typo, a key set twice) prints as
+    one ``Warning: file:line: ...`` line, without the warnings module's source line."""
+    import warnings
+
+    from millpond.config import ConfigWarning
+
+    plain = warnings.formatwarning
+
+    def formatwarning(message: Warning | str, category: type[Warning], filename: str,
+                      lineno: int, line: str | None = None) -> str:
+        if issubclass(category, ConfigWarning):
+            return f"Warning: {message}\n"
+        return plain(message, category, filename, lineno, line)
+
+    warnings.formatwarning = formatwarning
 
 
 def _load_config(path: Path, overrides: tuple[str, ...]) -> Any:
