@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from millpond import __version__
-from millpond.clibase import BoundaryGroup, config_option, override_option
+from millpond.clibase import VERBOSE, BoundaryGroup, config_option, override_option
 
 if TYPE_CHECKING:
     from millpond.dev import DevServer
@@ -19,10 +19,19 @@ if TYPE_CHECKING:
 
 @click.group(cls=BoundaryGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="millpond")
-def main() -> None:
-    """Samza-style stateful stream processing: RocksDB stores with Kafka changelogs."""
+@click.option("-v", "--verbose", is_flag=True,
+              help="On an error, print the full traceback before the one Error: line.")
+@click.pass_context
+def main(ctx: click.Context, verbose: bool) -> None:
+    """Samza-style stateful stream processing: RocksDB stores with Kafka changelogs.
+
+    Exit codes: 0 done; 2 an error in the job's config, its code, its input or its
+    environment (one Error: line; -v adds the traceback); 1 a runtime failure or a result a
+    command reports (a difference an audit found, a server that is not running)."""
     import logging
     import warnings
+
+    ctx.meta[VERBOSE] = verbose
 
     from millpond.changelog.recovery import RecoveryWarning
 

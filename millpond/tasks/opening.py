@@ -27,6 +27,7 @@ from millpond.changelog.checkpoint import read_checkpoints, task_name
 from millpond.changelog.guarantees import Guarantee
 from millpond.changelog.restore import RestoreListener, RestoreStats
 from millpond.config import Config
+from millpond.errors import MillpondError
 from millpond.kafka.admin import OutputTopics
 from millpond.kafka.errors import (
     BrokerUnreachableError,
@@ -39,6 +40,7 @@ from millpond.kafka.reading import watermarks
 from millpond.sideinputs.reader import SideInputReader
 from millpond.sideinputs.runtime import SideInputs
 from millpond.tasks.collector import KafkaCollector, SerdeLookup
+from millpond.tasks.errors import UserCodeError
 from millpond.tasks.input_reset import Reset, ResetPolicy
 from millpond.tasks.instance import TaskInstance
 from millpond.tasks.storage import TaskStorage
@@ -200,7 +202,12 @@ def open_task(ctx: OpenContext, partition: int, fences: Fences) -> Opening:
             instance.metrics.restore_s = time.monotonic() - began
             context = TaskContext(task_name(partition), partition, ctx.config,
                                   storage.user_stores())
-            instance.task.init(context)
+            try:
+                instance.task.init(context)
+            except MillpondError:
+                raise
+            except Exception as exc:  # the user's code: one line naming class and frame
+                raise UserCodeError(instance.task, "init", exc) from exc
         except BaseException:
             if side is not None:
                 side.close()
