@@ -54,11 +54,9 @@ def _one_line(ctx: click.Context, exc: BaseException, message: str) -> MillpondF
 
 
 def _os_error(exc: OSError) -> str:
-    """``cannot use <path>: <reason>`` with a hint for the state directory's usual faults."""
+    """``cannot use <path>: <reason>``."""
     target = f"{exc.filename} -> {exc.filename2}" if exc.filename2 else str(exc.filename)
-    return (f"cannot use {target}: {exc.strerror or exc} (is the directory missing, "
-            "read-only or not writable by this user? job.logged.store.base.dir says where the "
-            "job keeps its state)")
+    return f"cannot use {target}: {exc.strerror or exc}"
 
 
 config_option = click.option(

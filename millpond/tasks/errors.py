@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from millpond.errors import MillpondError
+
+if TYPE_CHECKING:
+    from millpond.config import Config
 
 
 class TaskError(MillpondError):
@@ -42,6 +47,18 @@ class UserCodeError(TaskError):
             f"{cls.__module__}.{cls.__qualname__}.{method}() raised "
             f"{type(cause).__name__}: {cause}" + (f" (at {where})" if where else "")
             + "; fix the task's code (nothing after the last commit was committed)")
+
+
+class StateDirError(TaskError):
+    """A task's state directory cannot be made or written (read-only, not a directory, no
+    permission): names the path, the reason and where job.logged.store.base.dir is set."""
+
+    def __init__(self, config: Config, partition: int, cause: OSError) -> None:
+        key = "job.logged.store.base.dir"
+        super().__init__(
+            f"cannot use {cause.filename}: {cause.strerror or cause}; task partition-"
+            f"{partition} keeps its stores under {key}={config.job.logged_store_base_dir} "
+            f"({config.location(key)}), which must be a directory this user can write")
 
 
 def user_frame(exc: BaseException) -> str | None:

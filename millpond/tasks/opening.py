@@ -40,7 +40,7 @@ from millpond.kafka.reading import watermarks
 from millpond.sideinputs.reader import SideInputReader
 from millpond.sideinputs.runtime import SideInputs
 from millpond.tasks.collector import KafkaCollector, SerdeLookup
-from millpond.tasks.errors import UserCodeError
+from millpond.tasks.errors import StateDirError, UserCodeError
 from millpond.tasks.input_reset import Reset, ResetPolicy
 from millpond.tasks.instance import TaskInstance
 from millpond.tasks.storage import TaskStorage
@@ -180,11 +180,16 @@ def open_task(ctx: OpenContext, partition: int, fences: Fences) -> Opening:
         yield None
         checkpoints = read_checkpoints(ctx.restore_consumer, ctx.checkpoint_topic, [partition])
         ckpt = checkpoints.get(task_name(partition))
-        storage = yield from TaskStorage.open_steps(
-            ctx.config, partition, ctx.guarantee, producer, ctx.restore_consumer,
-            ckpt.changelogs if ckpt else None, ctx.listener,
-            side_checkpointed=dict(ckpt.side_inputs) if ckpt else {},
-            topics=ckpt.topics if ckpt else None, backups=ctx.backups)
+        try:
+            storage = yield from TaskStorage.open_steps(
+                ctx.config, partition, ctx.guarantee, producer, ctx.restore_consumer,
+                ckpt.changelogs if ckpt else None, ctx.listener,
+                side_checkpointed=dict(ckpt.side_inputs) if ckpt else {},
+                topics=ckpt.topics if ckpt else None, backups=ctx.backups)
+        except OSError as exc:
+            if exc.filename is None:
+                raise
+            raise StateDirError(ctx.config, partition, exc) from exc
         side: SideInputReader | None = None
         try:
             if ctx.side_inputs:  # bootstrapped before init() and the first message
