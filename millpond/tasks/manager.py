@@ -17,10 +17,9 @@ import time
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-from millpond.errors import MillpondError
 from millpond.tasks.commit import CommitFailure, CommitProtocol
 from millpond.tasks.errors import UserCodeError
-from millpond.tasks.instance import TaskInstance, log_task_summary
+from millpond.tasks.instance import NOT_USER_CODE, TaskInstance, log_task_summary
 from millpond.tasks.opening import RETRY_S, TaskOpener, unreachable
 from millpond.tasks.telemetry import RuntimeMetrics
 
@@ -153,7 +152,7 @@ class TaskManager:
         try:
             try:
                 instance.task.close()
-            except MillpondError:
+            except NOT_USER_CODE:
                 raise
             except Exception as exc:  # the user's code: one line naming its frame
                 raise UserCodeError(instance.task, "close", exc) from exc

@@ -27,7 +27,6 @@ from millpond.changelog.checkpoint import read_checkpoints, task_name
 from millpond.changelog.guarantees import Guarantee
 from millpond.changelog.restore import RestoreListener, RestoreStats
 from millpond.config import Config
-from millpond.errors import MillpondError
 from millpond.kafka.admin import OutputTopics
 from millpond.kafka.errors import (
     BrokerUnreachableError,
@@ -42,7 +41,7 @@ from millpond.sideinputs.runtime import SideInputs
 from millpond.tasks.collector import KafkaCollector, SerdeLookup
 from millpond.tasks.errors import StateDirError, UserCodeError
 from millpond.tasks.input_reset import Reset, ResetPolicy
-from millpond.tasks.instance import TaskInstance
+from millpond.tasks.instance import NOT_USER_CODE, TaskInstance
 from millpond.tasks.storage import TaskStorage
 
 if TYPE_CHECKING:
@@ -209,7 +208,7 @@ def open_task(ctx: OpenContext, partition: int, fences: Fences) -> Opening:
                                   storage.user_stores())
             try:
                 instance.task.init(context)
-            except MillpondError:
+            except NOT_USER_CODE:
                 raise
             except Exception as exc:  # the user's code: one line naming class and frame
                 raise UserCodeError(instance.task, "init", exc) from exc

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Protocol
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
 
 from millpond.api import SerdePair
-from millpond.errors import MillpondError
 from millpond.kafka.errors import KafkaClientError
 from millpond.kafka.faults import ClientFaults
 from millpond.kafka.outage import LIMITER, suffix
@@ -28,7 +27,7 @@ from millpond.tasks.commit import CommitFailure
 from millpond.tasks.errors import UserCodeError
 from millpond.tasks.faults import crash_point
 from millpond.tasks.input_reset import ResetPolicy
-from millpond.tasks.instance import NOT_THE_MESSAGE, TASK_MOVED, ErrorPolicy, TaskInstance
+from millpond.tasks.instance import NOT_USER_CODE, TASK_MOVED, ErrorPolicy, TaskInstance
 from millpond.tasks.manager import TaskManager
 from millpond.tasks.purge import InternalTopicPurger
 
@@ -139,7 +138,7 @@ class RunLoop:
                         t.task.window(t.collector, t.coordinator)
                     except TASK_MOVED as exc:
                         self.manager.failed(CommitFailure(t, exc))
-                    except (MillpondError, *NOT_THE_MESSAGE):
+                    except NOT_USER_CODE:
                         raise
                     except Exception as exc:  # the user's code: one line naming its frame
                         if getattr(exc, "not_the_message", False):
