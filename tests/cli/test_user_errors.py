@@ -143,3 +143,17 @@ def test_a_state_dir_that_cannot_be_made_is_one_line(
                           logs=True)
     assert blocker.read_text().startswith("a file")  # untouched
     assert not checkpoint_records(kafka_bootstrap, name)
+
+
+def test_an_unwritable_state_dir_is_one_line(
+        job: Callable[..., tuple[Path, str]], kafka_bootstrap: str) -> None:
+    """/sys refuses new directories to every user, root included (as a read-only file
+    system refuses them): the task cannot make its store there."""
+    base = Path("/sys/millpond-state")
+    conf, name = job(**{"job.logged.store.base.dir": base})
+    done = run_job(conf, "--bounded", timeout=120)
+    assert "Traceback" not in done.stderr, done.stderr
+    assert_one_error_line(done.returncode, lines_of(done.stderr), f"cannot use {base}",
+                          f"task partition-0 keeps its stores under "
+                          f"job.logged.store.base.dir={base} ({conf}:", logs=True)
+    assert not base.exists() and not checkpoint_records(kafka_bootstrap, name)
