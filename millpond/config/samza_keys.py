@@ -446,9 +446,10 @@ Every key of [Samza's configuration table](https://samza.apache.org/learn/docume
 
 `<store>`, `<system>`, `<serde>`, ... stand for one name; `<stream-id>`, `<stream>` and
 `<topic>` may contain dots; `*` is any suffix. A key in neither this table nor millpond's own
-keys ([configuration reference](reference/configuration.md)) is left alone: a task may read it
-through `context.config`; under `stores.<store>.` an unknown key warns with the closest known
-key.
+keys ([configuration reference](reference/configuration.md)) is left alone when it is outside
+millpond's namespaces: a task may read it through `context.config`; inside them (`job.`,
+`task.`, `stores.`, `systems.`, `serializers.`, `metrics.`, `app.`) it warns at its line with
+the closest known key.
 
 """
 

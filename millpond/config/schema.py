@@ -358,8 +358,11 @@ key=value` (repeatable) overrides any key, and `${NAME}` in a value is replaced 
 environment (an unset variable is an error at its line; `$${NAME}` stands for the text
 `${NAME}`). millpond reads the file as UTF-8 (a leading byte-order mark is dropped), where
 Samza reads it as ISO-8859-1: write characters outside ASCII as `\\uXXXX` escapes and both
-read the same value. A key millpond does not read is left alone, so a task can read its own
-keys through `context.config`; what happens to each key of Samza's table is in
+read the same value. A key outside millpond's namespaces (`job.`, `task.`, `stores.`,
+`systems.`, `serializers.`, `metrics.`, `app.`) is left alone, so a task can read its own keys
+through `context.config`; a key inside them that neither this page nor Samza's table lists
+warns at its line with the closest known key, and so does a key set twice
+(`job.config.strict=true` makes both errors). What happens to each key of Samza's table is in
 [Samza keys](../samza-keys.md).
 
 `<store>`, `<system>`, `<serde>`, `<name>` stand for one name; `<topic>`, `<stream-id>` and
