@@ -157,3 +157,18 @@ def test_an_unwritable_state_dir_is_one_line(
                           f"task partition-0 keeps its stores under "
                           f"job.logged.store.base.dir={base} ({conf}:", logs=True)
     assert not base.exists() and not checkpoint_records(kafka_bootstrap, name)
+
+
+def test_the_traceback_is_in_the_debug_log(tmp_path: Path) -> None:
+    """Without -v the traceback is not on stderr at INFO, but is in the job's log at DEBUG."""
+    module = tmp_path / "code" / "usermod.py"
+    module.parent.mkdir()
+    module.write_text("raise RuntimeError('module-level failure')\n")
+    conf = write_properties(tmp_path / "job.properties", counting_job(
+        "127.0.0.1:1", "imports", "in", tmp_path / "state", **{"task.class": "usermod.Task"}))
+    done = run_job(conf, "--log-level", "DEBUG", env={"PYTHONPATH": str(module.parent)})
+    lines = lines_of(done.stderr)
+    assert done.returncode == 2 and lines[-1].startswith("Error: ") and "usermod" in lines[-1]
+    assert any("DEBUG millpond.cli:" in line for line in lines), lines
+    assert "Traceback (most recent call last):" in lines and \
+        f'  File "{module}", line 1, in <module>' in lines, lines
