@@ -76,3 +76,12 @@ def test_store_dump_of_a_missing_base_dir_is_an_error(tmp_path: Path) -> None:
         assert_one_error_line(code, lines, f"job.logged.store.base.dir={tmp_path / 'state'} "
                               "does not exist", f"set at {conf}:")
     assert not (tmp_path / "state").exists()  # looked, created nothing
+
+
+def test_a_rocksdb_value_out_of_range_stops_the_job_before_kafka(tmp_path: Path) -> None:
+    """Checked when the job starts (before Kafka is asked), not when a task opens its store."""
+    conf = job(tmp_path, **{"stores.counts.rocksdb.block.size.bytes": 0})
+    code, lines = _run("run", "--bounded", "--config", str(conf))
+    assert_one_error_line(code, lines, f"{conf}:{line_of(conf, 'stores.counts.rocksdb.block.size.bytes')}",
+                          "block.size.bytes", logs=True)
+    assert not (tmp_path / "state").exists()
