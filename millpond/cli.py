@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from millpond import __version__
-from millpond.clibase import BoundaryGroup, config_option, override_option
+from millpond.clibase import VERBOSE, BoundaryGroup, config_option, override_option
 
 if TYPE_CHECKING:
     from millpond.dev import DevServer
@@ -19,21 +19,49 @@ if TYPE_CHECKING:
 
 @click.group(cls=BoundaryGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="millpond")
-def main() -> None:
-    """Samza-style stateful stream processing: RocksDB stores with Kafka changelogs."""
+@click.option("-v", "--verbose", is_flag=True,
+              help="On an error, print the full traceback before the one Error: line.")
+@click.pass_context
+def main(ctx: click.Context, verbose: bool) -> None:
+    """Samza-style stateful stream processing: RocksDB stores with Kafka changelogs.
+
+    Exit codes: 0 done; 2 an error in the job's config, its code, its input or its
+    environment (one Error: line; -v adds the traceback); 1 a runtime failure or a result a
+    command reports (a difference an audit found, a server that is not running)."""
     import logging
     import warnings
+
+    ctx.meta[VERBOSE] = verbose
 
     from millpond.changelog.recovery import RecoveryWarning
 
     # Recovery problems are also logged; the warning is for library callers, not a 2nd line.
     warnings.filterwarnings("ignore", category=RecoveryWarning)
+    _show_config_warnings_as_lines()
     # Commands that configure no logging (all but run and spark) show warnings, a Kafka
     # client's included, as labelled lines on stderr rather than bare messages.
     last_resort = logging.StreamHandler()
     last_resort.setLevel(logging.WARNING)
     last_resort.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
     logging.lastResort = last_resort
+
+
+def _show_config_warnings_as_lines() -> None:
+    """A :class:`~millpond.config.ConfigWarning` (a likely typo, a key set twice) prints as
+    one ``Warning: file:line: ...`` line, without the warnings module's source line."""
+    import warnings
+
+    from millpond.config import ConfigWarning
+
+    plain = warnings.formatwarning
+
+    def formatwarning(message: Warning | str, category: type[Warning], filename: str,
+                      lineno: int, line: str | None = None) -> str:
+        if issubclass(category, ConfigWarning):
+            return f"Warning: {message}\n"
+        return plain(message, category, filename, lineno, line)
+
+    warnings.formatwarning = formatwarning
 
 
 def _load_config(path: Path, overrides: tuple[str, ...]) -> Any:

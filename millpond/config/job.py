@@ -77,9 +77,9 @@ def parse_job(props: Properties) -> JobConfig:
         id=props.get(id_key, DEFAULT_ID).strip() or DEFAULT_ID,
         task_class=props.get("task.class", "").strip() or None,
         inputs=inputs,
-        window_ms=get_int(props, "task.window.ms", DEFAULT_WINDOW_MS),
-        commit_ms=get_int(props, "task.commit.ms", DEFAULT_COMMIT_MS),
-        timeout_ms=get_int(props, "task.timeout.ms", DEFAULT_TIMEOUT_MS, minimum=0),
+        window_ms=_int(props, "task.window.ms"),
+        commit_ms=_int(props, "task.commit.ms"),
+        timeout_ms=_int(props, "task.timeout.ms"),
         processing_guarantee=get_choice(
             props, "task.processing.guarantee", DEFAULT_GUARANTEE, PROCESSING_GUARANTEES
         ),
@@ -91,6 +91,12 @@ def parse_job(props: Properties) -> JobConfig:
         dlq_stream=get_stream(props, "task.dlq.stream", DEFAULT_SYSTEM),
         partitioner=_partitioner(props),
     )
+
+
+def _int(props: Properties, name: str) -> int:
+    """An int key with the default and range the schema documents (file:line when outside)."""
+    entry = key(name)
+    return get_int(props, name, int_default(name), entry.minimum, entry.maximum)
 
 
 PRODUCER_PARTITIONER = f"systems.{DEFAULT_SYSTEM}.producer.partitioner"

@@ -10,6 +10,7 @@ from pathlib import Path
 from millpond.config.backup import BackupConfig, parse_backup
 from millpond.config.errors import ConfigError
 from millpond.config.job import JobConfig, parse_job
+from millpond.config.keycheck import check_keys, misspelt
 from millpond.config.properties import Properties, load_properties
 from millpond.config.samza_keys import check_refused, log_ignored, unresolved_ok
 from millpond.config.serdes import SerdeSpec, resolve_serde
@@ -61,9 +62,11 @@ class Config:
                 )
             props.set(key.strip(), value, OVERRIDE)
         props = substitute_env(props, os.environ if env is None else env)
+        check_keys(props)  # the user's own keys only, not the ones a transform adds
         try:
             return cls(transform(props) if transform is not None else props)
         except ConfigError as e:
+            point_at_misspelling(props, e)
             if e.file is None:  # e.g. a missing required key: point at the file at least
                 e.file = str(path)
             raise
@@ -78,7 +81,9 @@ class Config:
     def missing(self, key: str, why: str, example: str) -> ConfigError:
         """The error for a required ``key`` that is unset or empty: names the file (and the
         line when the key is there but empty), why it is needed and an example line."""
-        return missing(self.properties, key, why, example)
+        error = missing(self.properties, key, why, example)
+        point_at_misspelling(self.properties, error)
+        return error
 
     def bootstrap_servers(self, system: str = "kafka") -> str:
         """``systems.<system>.bootstrap.servers`` (or the consumer's / producer's); a clear
@@ -99,6 +104,19 @@ class Config:
         """(key serde, msg serde) names for ``ref``: per-stream, else the system's defaults."""
         system = self.systems.get(ref.system)
         return system.stream_serdes(ref.topic) if system else (None, None)
+
+
+def point_at_misspelling(props: Properties, error: ConfigError) -> None:
+    """A required key that is missing while an unknown key like it is set (``task.inputz``
+    for ``task.inputs``): the error points at that line and says so."""
+    if error.key is None or not error.message.startswith("is missing") or error.line:
+        return
+    found = misspelt(props, error.key)
+    location = props.location(found) if found else None
+    if found is None or location is None:
+        return
+    error.file, error.line = location[0], location[1] or None
+    error.message += f"; this line sets {found}: a misspelling of {error.key}?"
 
 
 def substitute_env(props: Properties, env: Mapping[str, str]) -> Properties:

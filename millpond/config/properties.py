@@ -35,6 +35,8 @@ class Properties(Mapping[str, str]):
     def __init__(self, source: str | None = None, prefix: str = "") -> None:
         self._values: dict[str, str] = {}
         self._locations: dict[str, tuple[str, int]] = {}
+        # (key, where it was first set, where it was set again) for each key a file sets twice
+        self.duplicates: list[tuple[str, tuple[str, int], tuple[str, int]]] = []
         self.source = source
         self.prefix = prefix
 
@@ -63,6 +65,7 @@ class Properties(Mapping[str, str]):
         new = Properties(self.source, self.prefix)
         new._values = dict(self._values)
         new._locations = dict(self._locations)
+        new.duplicates = list(self.duplicates)
         return new
 
 
@@ -93,6 +96,9 @@ def parse_properties(text: str, source: str = "<string>") -> Properties:
     for line_no, line in _logical_lines(text):
         raw_key, raw_value = _split(line)
         key = _unescape(raw_key, source, line_no)
+        earlier = props.location(key)
+        if earlier is not None:  # the later value wins, as in Java; the loader warns
+            props.duplicates.append((key, earlier, (source, line_no)))
         props.set(key, _unescape(raw_value, source, line_no, key), source, line_no)
     return props
 

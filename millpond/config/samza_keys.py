@@ -219,6 +219,14 @@ _ROWS: list[tuple[str, Fate, str, str]] = [
     ("systems.<system>.samza.msg.serde", "supported", "", "kafka"),
     ("systems.<system>.streams.<topic>.samza.key.serde", "supported", "", "kafka"),
     ("systems.<system>.streams.<topic>.samza.msg.serde", "supported", "", "kafka"),
+    ("systems.<system>.streams.<stream>.samza.offset.default", "ignored",
+     "a task without a checkpoint starts at the oldest offset (Samza's `oldest`)", "kafka"),
+    ("systems.<system>.streams.<stream>.samza.reset.offset", "ignored",
+     "a task resumes from its checkpoint; move it with `millpond checkpoint set`", "kafka"),
+    ("systems.<system>.streams.<stream>.samza.priority", "ignored",
+     "inputs are read in the consumer's fetch order", "kafka"),
+    ("systems.<system>.streams.<stream>.samza.bootstrap", "ignored",
+     "inputs are read in the consumer's fetch order (side inputs are bootstrapped)", "kafka"),
     ("systems.<system>.samza.fetch.threshold", "ignored",
      "prefetch is librdkafka's queued.max.messages.kbytes (a consumer.* key)", "kafka"),
     ("systems.<system>.samza.fetch.threshold.bytes", "ignored",
@@ -438,9 +446,10 @@ Every key of [Samza's configuration table](https://samza.apache.org/learn/docume
 
 `<store>`, `<system>`, `<serde>`, ... stand for one name; `<stream-id>`, `<stream>` and
 `<topic>` may contain dots; `*` is any suffix. A key in neither this table nor millpond's own
-keys ([configuration reference](reference/configuration.md)) is left alone: a task may read it
-through `context.config`; under `stores.<store>.` an unknown key warns with the closest known
-key.
+keys ([configuration reference](reference/configuration.md)) is left alone when it is outside
+millpond's namespaces: a task may read it through `context.config`; inside them (`job.`,
+`task.`, `stores.`, `systems.`, `serializers.`, `metrics.`, `app.`) it warns at its line with
+the closest known key.
 
 """
 

@@ -68,6 +68,7 @@ class Key:
     required: bool = False
     choices: tuple[str, ...] = ()
     minimum: int | None = None
+    maximum: int | None = None
     default_doc: str | None = None
 
     @property
@@ -105,14 +106,15 @@ KEYS: tuple[Key, ...] = (
     Key("task.inputs", "streams", "Input streams, `kafka.<topic>[,kafka.<topic>...]`; task N "
         "reads partition N of each (inputs need equal partition counts).", "job",
         required=True),
-    Key("task.window.ms", "int", "How often `window()` runs; `-1` never.", "job", default="-1"),
+    Key("task.window.ms", "int", "How often `window()` runs; `-1` (or `0`) never.", "job",
+        default="-1", minimum=-1),
     Key("task.commit.ms", "int", "How often each task commits its state, outputs and input "
         "offsets (also on `coordinator.commit()` and before a partition is revoked).", "job",
-        default="60000"),
+        default="60000", minimum=1),
     Key("task.timeout.ms", "int", "How long a running job rides through Kafka being "
         "unreachable (a broker restart, an outage, a stalled broker) before it stops with one "
         "line: tasks that cannot commit are aborted and replayed from their last commit once "
-        "Kafka answers (Kafka Streams' KIP-572 knob).", "job", default="300000"),
+        "Kafka answers (Kafka Streams' KIP-572 knob).", "job", default="300000", minimum=0),
     Key("task.processing.guarantee", "choice", "What a crash may repeat: see "
         "[Guarantees](../concepts/guarantees.md).", "job", default="effectively-once",
         choices=("at-least-once", "effectively-once", "exactly-once")),
@@ -133,6 +135,11 @@ KEYS: tuple[Key, ...] = (
         "CRC-32). When unset, a `systems.kafka.producer.partitioner` naming one of these "
         "decides it; set both, they must agree.", "job", default="murmur2",
         choices=("murmur2", "consistent_random", "murmur2_random")),
+    Key("job.config.strict", "bool", "An unknown key in millpond's own namespaces (`job.`, "
+        "`task.`, `stores.<store>.`, `systems.<system>.` outside the librdkafka settings, "
+        "`serializers.`, `metrics.`, `app.`) or a key set twice stops the job at load, "
+        "naming its line; without it each warns (with the closest known key).", "job",
+        default="false"),
     Key("job.logged.store.base.dir", "path", "Local stores live in "
         "`<dir>/<job>/<store>/partition-<N>`.", "job", default="state"),
     Key("job.state.permissions", "string", "Octal mode of every directory millpond writes "
@@ -264,7 +271,7 @@ KEYS: tuple[Key, ...] = (
         "`metrics.reporter.<name>.class` is ignored.", "metrics"),
     Key("metrics.reporter.prometheus.port", "int", "Port of `/metrics`; `0` picks a free "
         "port (logged). Required when `metrics.reporters` lists `prometheus`.", "metrics",
-        minimum=0),
+        minimum=0, maximum=65535),
     Key("metrics.reporter.prometheus.host", "string", "Address to listen on (`0.0.0.0` to be "
         "scraped from another machine).", "metrics", default="127.0.0.1"),
     Key("metrics.reporter.<name>.class", "class", "A Samza (Java) reporter's class: that "
@@ -357,8 +364,11 @@ key=value` (repeatable) overrides any key, and `${NAME}` in a value is replaced 
 environment (an unset variable is an error at its line; `$${NAME}` stands for the text
 `${NAME}`). millpond reads the file as UTF-8 (a leading byte-order mark is dropped), where
 Samza reads it as ISO-8859-1: write characters outside ASCII as `\\uXXXX` escapes and both
-read the same value. A key millpond does not read is left alone, so a task can read its own
-keys through `context.config`; what happens to each key of Samza's table is in
+read the same value. A key outside millpond's namespaces (`job.`, `task.`, `stores.`,
+`systems.`, `serializers.`, `metrics.`, `app.`) is left alone, so a task can read its own keys
+through `context.config`; a key inside them that neither this page nor Samza's table lists
+warns at its line with the closest known key, and so does a key set twice
+(`job.config.strict=true` makes both errors). What happens to each key of Samza's table is in
 [Samza keys](../samza-keys.md).
 
 `<store>`, `<system>`, `<serde>`, `<name>` stand for one name; `<topic>`, `<stream-id>` and
@@ -374,8 +384,12 @@ def _type(k: Key) -> str:
     if k.choices:
         return "One of " + ", ".join(f"`{c}`" for c in k.choices) + "."
     text = {"passthrough": "any", "streams": "streams", "url": "URL"}.get(k.kind, k.kind)
-    if k.minimum is not None:
+    if k.minimum is not None and k.maximum is not None:
+        text += f" {k.minimum}..{k.maximum}"
+    elif k.minimum is not None:
         text += f" >= {k.minimum}"
+    elif k.maximum is not None:
+        text += f" <= {k.maximum}"
     return f"*{text}*"
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from millpond.backup import StateBackups
@@ -18,6 +19,7 @@ from millpond.changelog import local
 from millpond.changelog.checkpoint import read_offset_file, task_name
 from millpond.changelog.errors import CheckpointError
 from millpond.kafka.reading import read_range, watermarks
+from millpond.ops.errors import NoLocalStateError
 from millpond.ops.offline import Job
 from millpond.serdes import serdes_for
 from millpond.tasks.storage import open_engine
@@ -84,6 +86,21 @@ def records_after(consumer: Any, topic: str, partition: int, offset: int, low: i
                                                   max(offset + 1, low), high))
 
 
+def _require_base_dir(job: Job) -> None:
+    """A base dir that does not exist is a wrong directory or key, never an empty store."""
+    base = job.config.job.logged_store_base_dir
+    if base.is_dir():
+        return
+    key = "job.logged.store.base.dir"
+    relative = "" if base.is_absolute() else f" (relative to {Path.cwd()})"
+    origin = (f"set at {job.config.location(key)}" if key in job.config.properties
+              else f"the default: {job.config.location(key)} does not set it")
+    raise NoLocalStateError(
+        f"{key}={base}{relative} does not exist ({origin}): there is no local store to read "
+        "here; run the command where the job keeps its state, or build it from the "
+        "changelog with `millpond restore`")
+
+
 def read_store(
     job: Job, store: str, partitions: list[int] | None = None, keys: list[str] | None = None,
     start: str | None = None, end: str | None = None, raw: bool = False,
@@ -91,6 +108,7 @@ def read_store(
     """Yield (partition, key, value) of a stopped job's local store, decoded with its serdes
     (or as raw bytes with ``raw``)."""
     cfg = job.store(store)
+    _require_base_dir(job)
     key_serde, msg_serde = serdes_for(job.config, cfg)
     if raw:
         from millpond.serdes.builtins import BytesSerde

@@ -13,6 +13,10 @@ class JobNeverRanError(OpsError):
     """``millpond status`` found no checkpoint and no running process of the job."""
 
 
+class NoLocalStateError(OpsError):
+    """A command that reads local stores found no ``job.logged.store.base.dir`` here."""
+
+
 class TopicCreateError(OpsError):
     """``millpond topics create`` could not create a topic (names it and Kafka's reason)."""
 

@@ -38,6 +38,7 @@ from millpond.kafka.reading import FETCH_QUEUE_BACKOFF_MS
 from millpond.metrics import Reporter, parse_reporters, start_reporters
 from millpond.serdes import serdes_for
 from millpond.sideinputs.runtime import SideInputs
+from millpond.stores import RocksDbOptions
 from millpond.streams.compile import (
     INTERNAL_TOPIC_CONFIG,
     check_stored_operators,
@@ -80,6 +81,8 @@ class Container:
         self.task_class = load_task_class(config)
         for cfg in config.stores.values():
             serdes_for(config, cfg)  # a bad serde fails now, naming its key and line
+            if cfg.factory == "rocksdb":  # so does a RocksDB value out of its range
+                RocksDbOptions.from_store_properties(cfg.properties)
         if not job.inputs:
             raise config.missing("task.inputs", "every job reads at least one input",
                                  "task.inputs=kafka.page-views")

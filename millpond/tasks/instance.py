@@ -8,10 +8,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import Consumer, Message
+from confluent_kafka import Consumer, KafkaException, Message
 
 from millpond.api import IncomingMessageEnvelope, SerdePair, StreamTask, TaskCoordinator
 from millpond.changelog.checkpoint import Checkpoint, task_name
+from millpond.errors import MillpondError
 from millpond.kafka.errors import OutputTopicError, ProducerFencedError, TransactionAbortedError
 from millpond.kafka.producer import TrackedProducer
 from millpond.kafka.reading import input_lag
@@ -27,6 +28,9 @@ log = logging.getLogger("millpond.container")
 TASK_MOVED = (ProducerFencedError, TransactionAbortedError)
 # Raised from process() but not the message's fault: never dead-lettered or skipped.
 NOT_THE_MESSAGE = (*TASK_MOVED, OutputTopicError)
+# Raised from a task's init(), window() or close() by millpond or Kafka, not by the user's own
+# code: kept as they are (the others become one UserCodeError line).
+NOT_USER_CODE = (MillpondError, KafkaException, *NOT_THE_MESSAGE)
 
 # (stage, message, exception, store writes undone) -> True to skip the message, or raise.
 ErrorPolicy = Callable[[str, Message, BaseException, int], bool]

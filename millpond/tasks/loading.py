@@ -10,7 +10,7 @@ from typing import Any
 from millpond.api import StreamTask
 from millpond.changelog.restore import RestoreListener
 from millpond.config import Config
-from millpond.tasks.errors import TaskConfigError
+from millpond.tasks.errors import TaskConfigError, user_frame
 
 
 def load_task_class(config: Config) -> type[StreamTask]:
@@ -42,6 +42,20 @@ def _import(config: Config, key: str, path: str) -> Any:
         sys.path.insert(0, os.getcwd())
     try:
         module = importlib.import_module(module_name)
+    except SyntaxError as exc:  # where in the user's file, not where millpond imported it
+        raise TaskConfigError(
+            f"{where}: {key}={path} cannot be imported: {type(exc).__name__} at "
+            f"{exc.filename}:{exc.lineno}: {exc.msg}") from exc
+    except (ImportError, ValueError) as exc:
+        frame = user_frame(exc)
+        raise TaskConfigError(f"{where}: {key}={path} cannot be imported: {exc}"
+                              + (f" (at {frame})" if frame else "")) from exc
+    except Exception as exc:  # the module's own code raised while it was imported
+        frame = user_frame(exc)
+        raise TaskConfigError(
+            f"{where}: {key}={path} cannot be imported: importing {module_name} raised "
+            f"{type(exc).__name__}: {exc}" + (f" (at {frame})" if frame else "")) from exc
+    try:
         return getattr(module, cls_name)
-    except (ImportError, AttributeError, ValueError) as exc:
+    except AttributeError as exc:
         raise TaskConfigError(f"{where}: {key}={path} cannot be imported: {exc}") from exc

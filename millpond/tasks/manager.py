@@ -18,7 +18,8 @@ import time
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from millpond.tasks.commit import CommitFailure, CommitProtocol
-from millpond.tasks.instance import TaskInstance, log_task_summary
+from millpond.tasks.errors import UserCodeError
+from millpond.tasks.instance import NOT_USER_CODE, TaskInstance, log_task_summary
 from millpond.tasks.opening import RETRY_S, TaskOpener, unreachable
 from millpond.tasks.telemetry import RuntimeMetrics
 
@@ -149,7 +150,12 @@ class TaskManager:
         if self.metrics is not None:
             self.metrics.retire(instance)  # its counters outlive it
         try:
-            instance.task.close()
+            try:
+                instance.task.close()
+            except NOT_USER_CODE:
+                raise
+            except Exception as exc:  # the user's code: one line naming its frame
+                raise UserCodeError(instance.task, "close", exc) from exc
         finally:
             instance.close_storage()
             if abort:

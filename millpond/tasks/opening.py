@@ -39,8 +39,9 @@ from millpond.kafka.reading import watermarks
 from millpond.sideinputs.reader import SideInputReader
 from millpond.sideinputs.runtime import SideInputs
 from millpond.tasks.collector import KafkaCollector, SerdeLookup
+from millpond.tasks.errors import StateDirError, UserCodeError
 from millpond.tasks.input_reset import Reset, ResetPolicy
-from millpond.tasks.instance import TaskInstance
+from millpond.tasks.instance import NOT_USER_CODE, TaskInstance
 from millpond.tasks.storage import TaskStorage
 
 if TYPE_CHECKING:
@@ -178,11 +179,16 @@ def open_task(ctx: OpenContext, partition: int, fences: Fences) -> Opening:
         yield None
         checkpoints = read_checkpoints(ctx.restore_consumer, ctx.checkpoint_topic, [partition])
         ckpt = checkpoints.get(task_name(partition))
-        storage = yield from TaskStorage.open_steps(
-            ctx.config, partition, ctx.guarantee, producer, ctx.restore_consumer,
-            ckpt.changelogs if ckpt else None, ctx.listener,
-            side_checkpointed=dict(ckpt.side_inputs) if ckpt else {},
-            topics=ckpt.topics if ckpt else None, backups=ctx.backups)
+        try:
+            storage = yield from TaskStorage.open_steps(
+                ctx.config, partition, ctx.guarantee, producer, ctx.restore_consumer,
+                ckpt.changelogs if ckpt else None, ctx.listener,
+                side_checkpointed=dict(ckpt.side_inputs) if ckpt else {},
+                topics=ckpt.topics if ckpt else None, backups=ctx.backups)
+        except OSError as exc:
+            if exc.filename is None:
+                raise
+            raise StateDirError(ctx.config, partition, exc) from exc
         side: SideInputReader | None = None
         try:
             if ctx.side_inputs:  # bootstrapped before init() and the first message
@@ -202,7 +208,12 @@ def open_task(ctx: OpenContext, partition: int, fences: Fences) -> Opening:
             instance.metrics.restore_s = time.monotonic() - began
             context = TaskContext(task_name(partition), partition, ctx.config,
                                   storage.user_stores())
-            instance.task.init(context)
+            try:
+                instance.task.init(context)
+            except NOT_USER_CODE:
+                raise
+            except Exception as exc:  # the user's code: one line naming class and frame
+                raise UserCodeError(instance.task, "init", exc) from exc
         except BaseException:
             if side is not None:
                 side.close()

@@ -24,9 +24,10 @@ from millpond.kafka.faults import ClientFaults
 from millpond.kafka.outage import LIMITER, suffix
 from millpond.kafka.reading import log_end_offsets, watermarks
 from millpond.tasks.commit import CommitFailure
+from millpond.tasks.errors import UserCodeError
 from millpond.tasks.faults import crash_point
 from millpond.tasks.input_reset import ResetPolicy
-from millpond.tasks.instance import TASK_MOVED, ErrorPolicy, TaskInstance
+from millpond.tasks.instance import NOT_USER_CODE, TASK_MOVED, ErrorPolicy, TaskInstance
 from millpond.tasks.manager import TaskManager
 from millpond.tasks.purge import InternalTopicPurger
 
@@ -137,6 +138,12 @@ class RunLoop:
                         t.task.window(t.collector, t.coordinator)
                     except TASK_MOVED as exc:
                         self.manager.failed(CommitFailure(t, exc))
+                    except NOT_USER_CODE:
+                        raise
+                    except Exception as exc:  # the user's code: one line naming its frame
+                        if getattr(exc, "not_the_message", False):
+                            raise
+                        raise UserCodeError(t.task, "window", exc) from exc
         if now - self.last_commit >= self.timing.commit_every_s:
             self.commit()
         else:  # commits asked for in window(): no message follows to carry them out

@@ -52,6 +52,7 @@ task.dlq.stream=kafka.dead-letters
 task.restore.listener.class=examples.listener.Listener
 task.bounded=true
 job.partitioner=consistent_random
+job.config.strict=true
 job.logged.store.base.dir=/tmp/millpond-state
 job.state.permissions=0700
 job.changelog.system=kafka
