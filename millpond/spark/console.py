@@ -9,7 +9,8 @@ Kafka connector is resolved, Ivy prints ``:: loading settings :: file = ...`` th
 :func:`relay` reads: lines that ask nothing of the user (the JVM's incubator-module notice,
 Ivy's resolution report) are logged at DEBUG, Ivy's resolution is summed up in one INFO line,
 and every other line (Spark's warnings and errors, Python worker tracebacks) goes to stderr
-as it is.
+as it is, except the stack frames of an ``OutOfMemoryError``: :mod:`millpond.spark.oom`
+notes it, and the command ends with one line saying which memory to raise.
 """
 
 from __future__ import annotations
@@ -58,10 +59,20 @@ def classify(line: str) -> str:
 def relay(fd: int, show: Callable[[str], None] | None = None) -> None:
     """Read the JVM's console from ``fd`` to its end, passing on what :func:`classify` shows
     (to stderr unless ``show`` is given)."""
+    from millpond.spark import oom
+
+    frames_quiet = False  # in the stack trace of an OutOfMemoryError (the CLI explains it)
     with os.fdopen(fd, "rb") as pipe:
         for raw in pipe:
             line = raw.decode("utf-8", "replace")
             kind = classify(line)
+            if oom.note_console_line(line):
+                kind = "show" if not frames_quiet else "noise"
+                frames_quiet = True
+            elif frames_quiet and line.startswith(("\tat ", "\t... ")):
+                kind = "noise"
+            else:
+                frames_quiet = False
             if kind == "show":
                 if show is not None:
                     show(line)
