@@ -83,13 +83,13 @@ class TreeRss(threading.Thread):
         super().__init__(daemon=True)
         self.every = every
         self.peak = 0
+        self.tree = True  # False: this process only (Spark's idle JVM left out)
         self._done = threading.Event()
 
-    @staticmethod
-    def now(root: int | None = None) -> int:
-        root = root or os.getpid()
+    def now(self) -> int:
+        root = os.getpid()
         children: dict[int, list[int]] = {}
-        for entry in os.listdir("/proc"):
+        for entry in (os.listdir("/proc") if self.tree else ()):
             if entry.isdigit():
                 try:
                     stat = Path(f"/proc/{entry}/stat").read_text()
@@ -220,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
 
         print("restoring the same changelog with millpond restore --full ...", file=sys.stderr)
         shutil.rmtree(work / "state", ignore_errors=True)
+        rss.tree = False  # the restore runs in this process; Spark's JVM idles beside it
         rss.phase()
         began = time.monotonic()
         restored = offline.restore(offline.Job(config), STORE, full=True)
@@ -252,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
         "millpond_restore_records": restore_records,
         "millpond_restore_seconds": round(restore_s, 2),
         "millpond_restore_records_per_second": round(restore_records / restore_s),
-        "millpond_restore_peak_rss_mb": _mb(restore_rss),
+        "millpond_restore_peak_rss_mb": _mb(restore_rss),  # this process only
         "produce_records_per_second": round(args.records / produce_s) if produce_s else None,
         "cpus": os.cpu_count(),
         "python": platform.python_version(),
