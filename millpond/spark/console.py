@@ -97,6 +97,9 @@ def launch_jvm(conf: Mapping[str, str]) -> bool:
 
     if SparkContext._gateway is not None:
         return False
+    from millpond.spark import oom
+
+    oom.forget()  # what an earlier JVM printed is not this one's
     spark_conf = SparkConf()  # no JVM yet: settings are kept in Python for the launch
     for key, value in conf.items():
         spark_conf.set(key, value)
