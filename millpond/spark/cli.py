@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -154,13 +155,13 @@ def spark() -> None:
     # py4j's INFO lines are about its own connections ("Closing down clientserver connection").
     if logging.getLogger("py4j").level == logging.NOTSET:
         logging.getLogger("py4j").setLevel(logging.WARNING)
-    # ... and py4j logs a lost JVM's traceback on the root logger at INFO: the command says
-    # why in one line instead (millpond.spark.oom).
-    logging.getLogger().addFilter(_no_py4j_info)
+    # ... and py4j logs a lost JVM's tracebacks on the root logger (INFO and ERROR): the
+    # command says why in one line instead (millpond.spark.oom), or raises what it got.
+    logging.getLogger().addFilter(_not_from_py4j)
 
 
-def _no_py4j_info(record: logging.LogRecord) -> bool:
-    return record.levelno >= logging.WARNING or "py4j" not in record.pathname
+def _not_from_py4j(record: logging.LogRecord) -> bool:
+    return f"{os.sep}py4j{os.sep}" not in record.pathname
 
 
 @spark.command("rebuild")

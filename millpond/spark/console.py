@@ -9,8 +9,9 @@ Kafka connector is resolved, Ivy prints ``:: loading settings :: file = ...`` th
 :func:`relay` reads: lines that ask nothing of the user (the JVM's incubator-module notice,
 Ivy's resolution report) are logged at DEBUG, Ivy's resolution is summed up in one INFO line,
 and every other line (Spark's warnings and errors, Python worker tracebacks) goes to stderr
-as it is, except the stack frames of an ``OutOfMemoryError``: :mod:`millpond.spark.oom`
-notes it, and the command ends with one line saying which memory to raise.
+as it is, except stack frames once an ``OutOfMemoryError`` was printed:
+:mod:`millpond.spark.oom` notes it, and the command ends with one line saying which memory
+to raise.
 """
 
 from __future__ import annotations
@@ -61,18 +62,17 @@ def relay(fd: int, show: Callable[[str], None] | None = None) -> None:
     (to stderr unless ``show`` is given)."""
     from millpond.spark import oom
 
-    frames_quiet = False  # in the stack trace of an OutOfMemoryError (the CLI explains it)
+    frames_quiet = False  # after an OutOfMemoryError (the CLI says what to raise instead)
     with os.fdopen(fd, "rb") as pipe:
         for raw in pipe:
             line = raw.decode("utf-8", "replace")
             kind = classify(line)
-            if oom.note_console_line(line):
-                kind = "show" if not frames_quiet else "noise"
+            if oom.note_console_line(line) or frames_quiet:
+                # Its headline lines stay; the stack frames of it and of the failures it
+                # causes next (an aborted job, a lost JVM) are at DEBUG.
+                if line.startswith(("\tat ", "\t... ")):
+                    kind = "noise"
                 frames_quiet = True
-            elif frames_quiet and line.startswith(("\tat ", "\t... ")):
-                kind = "noise"
-            else:
-                frames_quiet = False
             if kind == "show":
                 if show is not None:
                     show(line)

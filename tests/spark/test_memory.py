@@ -149,3 +149,26 @@ def test_a_driver_jvm_dead_of_oom_is_named_from_its_console(
 def test_other_failures_are_not_called_memory() -> None:
     assert explain(_chained("Py4JJavaError: org.apache.kafka.common.errors."
                             "TimeoutException: Timed out waiting for a node"), "1g", None) is None
+
+
+def test_the_jvm_console_notes_an_oom_and_drops_the_stack_frames_after_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from millpond.spark import console, oom
+
+    monkeypatch.setattr(oom, "jvm_oom", [])
+    lines = ["26/11/26 WARN Something: before\n", "\tat kept.Before(Before.java:1)\n",
+             "26/11/26 ERROR Executor: Exception in task 0.0 in stage 12.0 (TID 14)\n",
+             "java.lang.OutOfMemoryError: Java heap space\n",
+             "\tat java.base/java.nio.HeapByteBuffer.<init>(HeapByteBuffer.java:64)\n",
+             "26/11/26 ERROR Utils: Aborting task\n",
+             "Caused by: java.lang.OutOfMemoryError: Java heap space\n",
+             "\t... 12 more\n"]
+    read_fd, write_fd = os.pipe()
+    os.write(write_fd, "".join(lines).encode())
+    os.close(write_fd)
+    shown: list[str] = []
+    console.relay(read_fd, shown.append)
+    assert shown == [lines[0], lines[1], lines[2], lines[3], lines[5], lines[6]]
+    assert oom.jvm_oom == ["Java heap space"]
