@@ -104,7 +104,7 @@ class Harness:
         cmd = [sys.executable, "-m", f"benchmarks.{module}"]
         for opt, value in args.items():
             if opt in helptext:
-                cmd += [opt, value]
+                cmd += [opt, value] if value != "" else [opt]  # "": a flag
         say(f"running {' '.join(cmd[1:])}")
         began = time.time()
         done = subprocess.run([*cmd, flag, str(out)], cwd=REPO, capture_output=True, text=True,

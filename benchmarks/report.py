@@ -659,6 +659,24 @@ def markdown(results: dict[str, Any]) -> str:
             if k in figs:
                 lines.append(_row(f"Spark rebuild: {k.replace('_', ' ')}", figs[k], unit,
                                   f"spark_rebuild.py; {what}"))
+    large = results.get("spark_rebuild_large")
+    if large:
+        figs = large.get("figures") or {}
+        first = (large.get("runs") or [{}])[0]
+        what = (f"spark_rebuild.py; {first.get('records', '?'):,} records of 1 KB, "
+                f"{first.get('master', '')}, driver {first.get('driver_memory', '?')}, "
+                "RocksDB dirs" if isinstance(first.get("records"), int) else "spark_rebuild.py")
+        for k, label, unit in (
+                ("records_per_second", "rebuild", "records/s"),
+                ("rebuild_peak_rss_mb", "rebuild peak RSS (process tree)", "MB"),
+                ("audit_records_per_second", "audit of the dirs", "records/s"),
+                ("audit_peak_rss_mb", "audit peak RSS (process tree)", "MB"),
+                ("millpond_restore_records_per_second", "beside it: millpond restore --full",
+                 "records/s"),
+                ("millpond_restore_peak_rss_mb", "millpond restore peak RSS", "MB")):
+            if k in figs:
+                lines.append(_row(f"Spark at its defaults, 1 KB values: {label}", figs[k], unit,
+                                  what))
     boot = results.get("spark_bootstrap")
     if boot:
         figs = boot.get("figures") or {}

@@ -58,12 +58,12 @@ WORKLOADS = tuple(STEPS)
 ALL_SYSTEMS = ("millpond", "quix", "faust", "bytewax")
 
 FULL = {"messages": 2_000_000, "users": 100_000, "faust_messages": 30_000,
-        "store_ops": 1_000_000, "hot_ops": 2_000_000, "spark_records": 500_000,
+        "store_ops": 1_000_000, "hot_ops": 2_000_000, "spark_records": 500_000, "spark_large_records": 2_000_000,
         "spark_bootstrap_records": 2_000_000, "large_records": 200_000, "restore_sizes": "2000000,4000000,8000000",
         "skew_messages": 2_000_000, "skew_users": 1_000_000, "rss_messages": 2_000_000,
         "rss_users": 1_000_000, "snapshot_records": 4_000_000}
 QUICK = {"messages": 20_000, "users": 2_000, "faust_messages": 5_000, "store_ops": 20_000,
-         "hot_ops": 20_000, "spark_records": 20_000, "spark_bootstrap_records": 20_000,
+         "hot_ops": 20_000, "spark_records": 20_000, "spark_large_records": 2_000, "spark_bootstrap_records": 20_000,
          "large_records": 5_000,
          "restore_sizes": "5000,20000", "skew_messages": 20_000, "skew_users": 10_000,
          "rss_messages": 20_000, "rss_users": 10_000, "snapshot_records": 20_000}
@@ -141,6 +141,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--spark-records", type=int,
                    help="changelog records of the Spark rebuild (default 500k; --quick 20k; "
                         "0 = skip)")
+    p.add_argument("--spark-large-records", type=int,
+                   help="1 KB-value changelog records of the Spark rebuild + audit at Spark's "
+                        "defaults (default 2M: a 2 GB changelog; --quick 2k; 0 = skip)")
     p.add_argument("--spark-bootstrap-records", type=int,
                    help="Parquet rows of the Spark bootstrap (default 2M; --quick 20k; 0 = skip)")
     p.add_argument("--spark-runs", type=int, help="runs of the Spark rebuild (default: --runs)")

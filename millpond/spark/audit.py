@@ -26,6 +26,7 @@ from millpond.spark.source import (
     read_range,
     store_config,
 )
+from millpond.spark.spill import release, spill
 from millpond.spark.state import last_records, live_keys
 
 if TYPE_CHECKING:
@@ -179,7 +180,6 @@ def _compare(
     spark: SparkSession, plan: ReadPlan, actual: DataFrame, report: AuditReport,
     serdes: Any, sample: int,
 ) -> None:
-    from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     expected = live_keys(last_records(read_range(spark, plan))).select(
@@ -192,7 +192,14 @@ def _compare(
         .when(F.col("expected") == F.col("actual"), "matching")
         .otherwise("differing")
     )
-    classified = joined.withColumn("status", status).persist(StorageLevel.MEMORY_AND_DISK)
+    # Spilled to disk, not cached in the heap; a matching key keeps no values (only a
+    # divergent one is shown), so the spilled copy is about the keys, not twice the state.
+    divergent = F.col("status") != "matching"
+    classified = spill(joined.withColumn("status", status).select(
+        "partition", "key_bytes", "offset", "status",
+        F.when(divergent, F.col("expected")).alias("expected"),
+        F.when(divergent, F.col("actual")).alias("actual"),
+    ))
     try:
         for row in classified.groupBy("partition", "status").count().collect():
             part = report.partitions.get(row["partition"])
@@ -206,7 +213,7 @@ def _compare(
             .collect()
         )
     finally:
-        classified.unpersist()
+        release(classified)
     report.samples = [_sample(row, serdes) for row in diffs]
 
 

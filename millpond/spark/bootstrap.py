@@ -33,6 +33,7 @@ from millpond.spark.decode import store_serdes
 from millpond.spark.encode import make_encoder, make_writer
 from millpond.spark.errors import BootstrapError, SparkJobError
 from millpond.spark.session import SparkSettings, get_spark
+from millpond.spark.spill import release, row_bytes, sorted_rows, spill
 from millpond.spark.target import Target, inspect
 
 if TYPE_CHECKING:
@@ -132,7 +133,6 @@ def bootstrap(
 def _run(spark: SparkSession, target: Target, serdes: Any, source: str, fmt: str, key: str,
          values: list[str], unique: bool, replace: bool, writer: Any,
          spark_options: Mapping[str, str], source_options: Mapping[str, str]) -> BootstrapResult:
-    from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     rows = read_source(spark, source, fmt, key, values, source_options)
@@ -142,10 +142,11 @@ def _run(spark: SparkSession, target: Target, serdes: Any, source: str, fmt: str
         F.count(F.lit(1)).alias("rows"),
     ).select(F.col("last.partition").alias("partition"), "key_bytes",
              F.col("last.value_bytes").alias("value_bytes"), "rows")
-    latest = latest.persist(StorageLevel.MEMORY_AND_DISK)
+    latest = spill(latest)
     try:
         counts = _spark_action(lambda: latest.agg(
-            F.count(F.lit(1)).alias("keys"), F.sum("rows").alias("rows")).collect()[0])
+            F.count(F.lit(1)).alias("keys"), F.sum("rows").alias("rows"),
+            F.sum(row_bytes("key_bytes", "value_bytes")).alias("bytes")).collect()[0])
         keys, total = int(counts["keys"]), int(counts["rows"] or 0)
         if unique and total > keys:
             _refuse_duplicates(latest, serdes, total - keys)
@@ -161,14 +162,11 @@ def _run(spark: SparkSession, target: Target, serdes: Any, source: str, fmt: str
         target.write_checkpoints(offsets)
         dirs: list[str] = []
         if writer is not None:
-            live = (latest.select("partition", "key_bytes", "value_bytes")
-                    .repartition(max(1, target.tasks), "partition")
-                    .sortWithinPartitions("partition", "key_bytes")
-                    .toLocalIterator(prefetchPartitions=True))
-            writer.write(((r[0], r[1], r[2]) for r in live), offsets)
+            live = sorted_rows(latest, "partition", int(counts["bytes"] or 0))
+            writer.write(live, offsets)
             dirs = [str(d) for _, d in sorted(writer.dirs.items())]
     finally:
-        latest.unpersist()
+        release(latest)
     partitions = {p: PartitionWrite(written[p][0] - written[p][1] if p in written else 0,
                                     written[p][1] if p in written else 0, offsets[p])
                   for p in range(target.tasks)}

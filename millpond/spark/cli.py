@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -111,16 +112,32 @@ def _load(config_path: Path, overrides: Sequence[str]) -> Any:
     return load_config(config_path, overrides)
 
 
-def _run(job: Callable[[], Any], progress: str | None = None) -> Any:
+def _run(job: Callable[[], Any], progress: str | None = None, settings: Any = None) -> Any:
     """Run ``job`` (a ``MillpondError`` it raises becomes one line and exit code 2 at the
     group's boundary); with ``progress``, its Spark tasks are shown as that
-    (millpond.spark.progress)."""
-    if progress is None:
-        return job()
-    from millpond.spark.progress import spark_progress
+    (millpond.spark.progress). Spark running out of memory becomes a ``SparkMemoryError``
+    naming the option to raise (given the command's ``settings``)."""
+    from millpond.errors import MillpondError
 
-    with spark_progress(progress):
-        return job()
+    try:
+        if progress is None:
+            return job()
+        from millpond.spark.progress import spark_progress
+
+        with spark_progress(progress):
+            return job()
+    except MillpondError:
+        raise
+    except Exception as exc:
+        if settings is None:
+            raise
+        from millpond.spark.errors import SparkMemoryError
+        from millpond.spark.oom import spark_memory_error
+
+        why = spark_memory_error(exc, settings)
+        if why is None:
+            raise
+        raise SparkMemoryError(why) from exc
 
 
 def _emit(doc: dict[str, Any], report: Path | None) -> None:
@@ -138,6 +155,13 @@ def spark() -> None:
     # py4j's INFO lines are about its own connections ("Closing down clientserver connection").
     if logging.getLogger("py4j").level == logging.NOTSET:
         logging.getLogger("py4j").setLevel(logging.WARNING)
+    # ... and py4j logs a lost JVM's tracebacks on the root logger (INFO and ERROR): the
+    # command says why in one line instead (millpond.spark.oom), or raises what it got.
+    logging.getLogger().addFilter(_not_from_py4j)
+
+
+def _not_from_py4j(record: logging.LogRecord) -> bool:
+    return f"{os.sep}py4j{os.sep}" not in record.pathname
 
 
 @spark.command("rebuild")
@@ -162,7 +186,7 @@ def rebuild_cmd(args: JobArgs, out: str | None, at_checkpoint: bool, rocksdb_dir
     result = _run(lambda: rebuild(
         args.config, args.store, out, at_checkpoint=at_checkpoint, rocksdb_dirs=dirs,
         settings=args.settings, spark_options=args.kafka_options,
-    ), progress=f"spark rebuild {args.store}")
+    ), progress=f"spark rebuild {args.store}", settings=args.settings)
     _emit(result.to_dict(), report)
 
 
@@ -188,7 +212,7 @@ def audit_cmd(args: JobArgs, state: Path | None, at_checkpoint: bool, at_local_o
         args.config, args.store, state, at_checkpoint=at_checkpoint,
         at_local_offsets=at_local_offsets, sample=sample, settings=args.settings,
         spark_options=args.kafka_options,
-    ), progress=f"spark audit {args.store}")
+    ), progress=f"spark audit {args.store}", settings=args.settings)
     _emit(result.to_dict(), report)
     if not result.ok:
         sys.exit(1)
@@ -219,7 +243,7 @@ def snapshot_cmd(args: JobArgs, out: Path, checkpoint_location: Path, available_
         args.config, args.store, out, checkpoint_location, available_now=available_now,
         interval=interval, max_records_per_batch=max_records_per_batch, timeout=timeout,
         settings=args.settings, spark_options=args.kafka_options,
-    ))
+    ), settings=args.settings)
     _emit(result.to_dict(), None)
 
 
@@ -257,7 +281,7 @@ def bootstrap_cmd(args: JobArgs, source: str, fmt: str, key: str, values: tuple[
         args.config, args.store, source, fmt, key, values, unique=unique, replace=replace,
         rocksdb_dirs=dirs, settings=args.settings, spark_options=args.kafka_options,
         source_options=options,
-    ), progress=f"spark bootstrap {args.store}")
+    ), progress=f"spark bootstrap {args.store}", settings=args.settings)
     _emit(result.to_dict(), report)
 
 
@@ -277,7 +301,7 @@ def rescale_cmd(args: JobArgs, partitions: int, key_fn: str | None,
 
     result = _run(lambda: rescale(args.config, partitions, key_fn, settings=args.settings,
                                   spark_options=args.kafka_options),
-                  progress="spark rescale")
+                  progress="spark rescale", settings=args.settings)
     _emit(result.to_dict(), report)
 
 

@@ -9,7 +9,9 @@ Kafka connector is resolved, Ivy prints ``:: loading settings :: file = ...`` th
 :func:`relay` reads: lines that ask nothing of the user (the JVM's incubator-module notice,
 Ivy's resolution report) are logged at DEBUG, Ivy's resolution is summed up in one INFO line,
 and every other line (Spark's warnings and errors, Python worker tracebacks) goes to stderr
-as it is.
+as it is, except stack frames once an ``OutOfMemoryError`` was printed:
+:mod:`millpond.spark.oom` notes it, and the command ends with one line saying which memory
+to raise.
 """
 
 from __future__ import annotations
@@ -58,10 +60,19 @@ def classify(line: str) -> str:
 def relay(fd: int, show: Callable[[str], None] | None = None) -> None:
     """Read the JVM's console from ``fd`` to its end, passing on what :func:`classify` shows
     (to stderr unless ``show`` is given)."""
+    from millpond.spark import oom
+
+    frames_quiet = False  # after an OutOfMemoryError (the CLI says what to raise instead)
     with os.fdopen(fd, "rb") as pipe:
         for raw in pipe:
             line = raw.decode("utf-8", "replace")
             kind = classify(line)
+            if oom.note_console_line(line) or frames_quiet:
+                # Its headline lines stay; the stack frames of it and of the failures it
+                # causes next (an aborted job, a lost JVM) are at DEBUG.
+                if line.startswith(("\tat ", "\t... ")):
+                    kind = "noise"
+                frames_quiet = True
             if kind == "show":
                 if show is not None:
                     show(line)
@@ -86,6 +97,9 @@ def launch_jvm(conf: Mapping[str, str]) -> bool:
 
     if SparkContext._gateway is not None:
         return False
+    from millpond.spark import oom
+
+    oom.forget()  # what an earlier JVM printed is not this one's
     spark_conf = SparkConf()  # no JVM yet: settings are kept in Python for the launch
     for key, value in conf.items():
         spark_conf.set(key, value)

@@ -39,3 +39,8 @@ class KafkaSettingsError(SparkJobError):
     """The job's Kafka connection settings cannot be given to Spark's (Java) Kafka client:
     a mechanism or setting without a Java counterpart, or a key or certificate file that
     cannot be read."""
+
+
+class SparkMemoryError(SparkJobError):
+    """Spark ran out of memory (a JVM heap, a task result, a Python worker); the message
+    names the option to raise."""

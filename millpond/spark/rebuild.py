@@ -26,6 +26,7 @@ from millpond.spark.source import (
     read_range,
     store_config,
 )
+from millpond.spark.spill import release, row_bytes, sorted_rows, spill
 from millpond.spark.state import last_records, live_keys
 
 if TYPE_CHECKING:
@@ -152,14 +153,15 @@ def _run(
     writer: DirWriter | None,
     store: str,
 ) -> RebuildResult:
-    from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    last = last_records(read_range(spark, plan)).persist(StorageLevel.MEMORY_AND_DISK)
+    last = spill(last_records(read_range(spark, plan)))
     try:
         per_partition = last.groupBy("partition").agg(
             F.sum("records").alias("records"),
             F.count_if(F.col("value_bytes").isNotNull()).alias("keys"),
+            F.sum(F.when(F.col("value_bytes").isNotNull(), row_bytes("key_bytes", "value_bytes"))
+                  ).alias("bytes"),
         ).collect()
         stats = {p: PartitionStats(s, e, last_offset=plan.last_offset(p))
                  for p, (s, e) in plan.ranges.items()}
@@ -168,24 +170,20 @@ def _run(
             stats[row["partition"]].keys = int(row["keys"])
         live = live_keys(last)
         if out is not None:
-            decoded = decode(live, serdes).persist(StorageLevel.MEMORY_AND_DISK)
+            decoded = spill(decode(live, serdes))
             try:
                 structure_values(decoded, serdes).write.mode("overwrite").parquet(str(out))
             finally:
-                decoded.unpersist()
+                release(decoded)
         dirs: list[str] = []
         if writer is not None:
-            rows = (
-                live.select("partition", "key_bytes", "value_bytes")
-                .repartition(max(1, len(plan.ranges)), "partition")
-                .sortWithinPartitions("partition", "key_bytes")
-                .toLocalIterator(prefetchPartitions=True)
-            )
+            state_bytes = sum(int(row["bytes"] or 0) for row in per_partition)
+            rows = sorted_rows(live, "partition", state_bytes)
             last_offsets = {p: plan.last_offset(p) for p in plan.ranges}
-            writer.write(((r[0], r[1], r[2]) for r in rows), last_offsets)
+            writer.write(rows, last_offsets)
             dirs = [str(d) for _, d in sorted(writer.dirs.items())]
     finally:
-        last.unpersist()
+        release(last)
     return RebuildResult(
         store=store,
         topic=plan.changelog.topic,

@@ -34,6 +34,7 @@ from millpond.spark.encode import make_writer
 from millpond.spark.errors import RescaleError, SparkJobError
 from millpond.spark.rescale_target import RescalePlan, StoreMove, inspect_rescale
 from millpond.spark.session import SparkSettings, get_spark
+from millpond.spark.spill import release, spill
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -178,8 +179,6 @@ def rescale(
 def _move(spark: SparkSession, plan: RescalePlan, move: StoreMove, key_fn: str | None,
           spark_options: Mapping[str, str]) -> StoreRescale:
     """Rebuild ``move.store`` at the checkpoint, re-place its keys, write the new topic."""
-    from pyspark import StorageLevel
-
     from millpond.spark.source import changelog_of, plan_to_checkpoint, read_range
     from millpond.spark.state import last_records, live_keys
 
@@ -189,7 +188,7 @@ def _move(spark: SparkSession, plan: RescalePlan, move: StoreMove, key_fn: str |
         raise RescaleError(f"store {name!r}: changelog {changelog.topic} is not {move.old}")
     read = plan_to_checkpoint(plan.config, changelog)
     live = live_keys(last_records(read_range(spark, read)))
-    placed = _place(spark, live, plan, move, key_fn).persist(StorageLevel.MEMORY_AND_DISK)
+    placed = spill(_place(spark, live, plan, move, key_fn))
     try:
         _refuse_conflicts(placed, name, key_fn)
         out = StoreRescale(move.old, move.new)
@@ -198,7 +197,7 @@ def _move(spark: SparkSession, plan: RescalePlan, move: StoreMove, key_fn: str |
                        .rdd.mapPartitions(make_writer(_producer_conf(plan), move.new))
                        .collect())
     finally:
-        placed.unpersist()
+        release(placed)
     last: dict[int, int] = {}
     for partition, records, _tombstones, offset in rows:
         if partition in last:
