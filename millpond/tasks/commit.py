@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from millpond.kafka.errors import ProducerFencedError, TransactionAbortedError
-from millpond.tasks.faults import abort_point, crash_point
+from millpond.tasks.faults import abort_point, crash_point, input_committed
 from millpond.tasks.instance import TaskInstance
 
 log = logging.getLogger("millpond.container")
@@ -86,16 +86,18 @@ class CommitProtocol:
                     live.remove(t)
                     failures.append(CommitFailure(t, TransactionAbortedError(str(exc))))
                     continue
-                if point is not None:
-                    crash_point(point)  # once per task, as a crash between tasks is possible
+                if point is not None:  # once per task, as a crash between tasks is possible
+                    crash_point(point, t.name, t.committed_offsets, t.next_offsets)
 
-        phase(lambda t: crash_point("before-flush"))
+        phase(lambda t: None, "before-flush")
         phase(self._flush, "after-flush")
         phase(self._deliver, "after-changelog-delivered")
         phase(self._checkpoint, "after-checkpoint-topic")
         phase(self._commit_transaction, "after-transaction-commit")
         phase(lambda t: t.after_commit(), "after-local-checkpoint")
         phase(self._begin)
+        for t in live:
+            t.committed_offsets = dict(t.next_offsets)
         self._commit_offsets(live)
         elapsed = time.monotonic() - began
         now = time.time()
@@ -124,6 +126,8 @@ class CommitProtocol:
     def _commit_transaction(t: TaskInstance) -> None:
         abort_point()
         t.producer.commit_transaction()
+        if t.next_offsets != t.committed_offsets:
+            input_committed()
 
     def _commit_offsets(self, tasks: list[TaskInstance]) -> None:
         """Tell the group how far the tasks got (monitoring only; failures are harmless)."""

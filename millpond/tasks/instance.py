@@ -78,6 +78,13 @@ class TaskInstance:
     # input topic -> the partition's end when the task opened: its lag (metrics, status)
     # until the consumer's first fetch there brings the consumer's cached watermarks
     input_ends: dict[str, int] = field(default_factory=dict)
+    # input topic -> next offset as of the task's last commit (at open: where it resumed);
+    # the crash points tell a commit that moves input from one that does not
+    committed_offsets: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.committed_offsets:
+            self.committed_offsets = dict(self.next_offsets)
 
     @property
     def name(self) -> str:

@@ -1,8 +1,11 @@
-"""SIGKILL a job between every two steps of its commit sequence; state must stay exact."""
+"""SIGKILL a job between every two steps of its commit sequence, each time on a commit that
+moves input (or mid-batch, after input was committed); state must stay exact."""
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 import signal
 from collections import Counter
 from collections.abc import Callable
@@ -10,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from millpond.tasks.faults import POINTS
+from millpond.tasks.faults import CRASH_LOG, POINTS
 from tests.kafka_util import (
     counting_job,
     create_topic,
@@ -32,16 +35,29 @@ def test_sigkill_at_every_commit_step(
     create_topic(kafka_bootstrap, source, 4)
     create_topic(kafka_bootstrap, sink, 4)
     props = counting_job(kafka_bootstrap, topic_name("job"), source, tmp_path / "state",
-                         **{"task.processing.guarantee": guarantee, "task.commit.ms": 50,
+                         **{"task.class": "tests.jobs.counting.SlowCounter",
+                            "task.processing.guarantee": guarantee, "task.commit.ms": 50,
                             "emit.stream": f"kafka.{sink}"})
     config = write_properties(tmp_path / "job.properties", props)
     expected: Counter[str] = Counter()
     kills = 0
     for point in POINTS:
         expected += produce_users(kafka_bootstrap, source, 1500, 120, 4)
-        run = run_job(config, "--bounded", env={"MILLPOND_CRASH_AT": f"{point}:2"})
+        # ~0.2 ms an input: a run's 1500 new inputs take several commits and batches, so
+        # the second commit that moves input (mid-batch: the first batch after one) comes
+        nth = 1 if point == "mid-batch" else 2
+        run = run_job(config, "--bounded", env={"MILLPOND_TEST_DELAY": "0.0002",
+                                                "MILLPOND_CRASH_AT": f"{point}:{nth}:moved"})
         assert run.returncode == -signal.SIGKILL, (
             f"{point}: expected a SIGKILL, got exit {run.returncode}:\n{run.stdout}{run.stderr}")
+        fired = re.search(rf"{CRASH_LOG} {point} \((.*)\)\n", run.stderr)
+        assert fired, f"{point}: the crash point did not say where it fired:\n{run.stderr[-3000:]}"
+        if point == "mid-batch":
+            assert fired.group(1) == "input committed before: True", fired.group(0)
+        else:  # "task partition-N, input {...} -> {...}": this commit moves the input
+            before, after = map(ast.literal_eval, fired.group(1).split(", input ", 1)[1]
+                                .split(" -> "))
+            assert after[source] > before[source], fired.group(0)
         kills += 1
     final = run_job(config, "--bounded")
     assert final.returncode == 0, final.stdout + final.stderr

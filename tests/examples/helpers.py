@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from millpond.config.properties import load_properties
+from millpond.tasks.faults import CRASH_LOG
 from tests.kafka_util import REPO, millpond, read_topic, run_job, write_properties
 
 CONFIG_DIR = REPO / "config"
@@ -48,24 +49,22 @@ def job_name(config: Path) -> str:
     return load_properties(config)["job.name"]
 
 
-def crash_mid_stream(config: Path, crash_at: str, total_inputs: int,
-                     attempts: int = 3) -> dict[int, int]:
-    """Run the job until ``MILLPOND_CRASH_AT=crash_at`` SIGKILLs it; return the input messages
-    each task's last checkpoint covers (asserted to be some but not all in total).
+def crash_mid_stream(config: Path, crash_at: str, total_inputs: int) -> dict[int, int]:
+    """Run the job until ``MILLPOND_CRASH_AT=<crash_at>:moved`` SIGKILLs it; return the input
+    messages each task's last checkpoint covers (asserted to be some but not all in total).
 
-    A commit with no input yet counts as a crash point too (tasks that open early commit
-    while the first fetch is under way), so on a slow machine the kill can land before any
-    input was committed; the job then runs (and is killed) again, up to ``attempts`` times:
-    more kills, the same final state to check."""
-    for _ in range(attempts):
-        run = run_job(config, "--bounded", env={"MILLPOND_CRASH_AT": crash_at}, timeout=60)
-        keep_log(config, run.stdout + run.stderr)
-        assert run.returncode == -signal.SIGKILL, (
-            f"expected a SIGKILL at {crash_at}, got exit {run.returncode}:\n"
-            f"{run.stderr[-3000:]}")
-        committed = committed_inputs(config)
-        if sum(committed.values()):
-            break
+    ``:moved`` makes the kill certain to land mid-stream, with no retry that could hide a
+    kill that proved nothing: a commit point counts only commits that move a task's input,
+    ``mid-batch`` only batches after this process committed input (tasks that open early
+    commit while the first fetch is under way; those commits are not counted)."""
+    run = run_job(config, "--bounded", env={"MILLPOND_CRASH_AT": f"{crash_at}:moved"},
+                  timeout=60)
+    keep_log(config, run.stdout + run.stderr)
+    assert run.returncode == -signal.SIGKILL, (
+        f"expected a SIGKILL at {crash_at}, got exit {run.returncode}:\n"
+        f"{run.stderr[-3000:]}")
+    assert f"{CRASH_LOG} {crash_at.split(':')[0]} " in run.stderr, run.stderr[-3000:]
+    committed = committed_inputs(config)
     assert 0 < sum(committed.values()) < total_inputs, (
         f"the kill should land mid-stream: {committed} of {total_inputs} inputs committed")
     return committed

@@ -31,7 +31,7 @@ def test_profile_settings_join_is_exactly_once_across_a_kill(
         task__commit__ms=0)
 
     # Killed inside a commit: after the checkpoint record, before the transaction commits.
-    crash_mid_stream(config, "after-checkpoint-topic:16", len(profiles) + len(settings))
+    crash_mid_stream(config, "after-checkpoint-topic:6", len(profiles) + len(settings))
     finish(config)
 
     expected = table_join(profiles, settings)
