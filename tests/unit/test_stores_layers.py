@@ -40,7 +40,7 @@ from millpond.stores import (
     build_store,
 )
 from millpond.stores.api import BytesStore
-from millpond.stores.cached import CacheBudget, ENTRY_OVERHEAD, WRITE_CHUNK, estimate_size
+from millpond.stores.cached import ENTRY_OVERHEAD, WRITE_CHUNK, CacheBudget, estimate_size
 
 MiB = 1024 * 1024
 SMALL = RocksDbOptions(block_cache_size_bytes=8 * MiB, write_buffer_size_bytes=4 * MiB)
