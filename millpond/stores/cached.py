@@ -426,3 +426,22 @@ class CacheBudget:
         each = self.share()
         for cache in self._caches:
             cache.set_max_bytes(each)
+
+
+_process_budget: CacheBudget | None = None
+
+
+def use_cache_budget(total: int) -> CacheBudget:
+    """Make (or resize) the process's shared object-cache budget (the memory plan's)."""
+    global _process_budget
+    if _process_budget is None:
+        _process_budget = CacheBudget(total)
+    elif _process_budget.total != total:
+        _process_budget.total = total
+        _process_budget._share()
+    return _process_budget
+
+
+def cache_budget() -> CacheBudget | None:
+    """The process's shared object-cache budget, if a memory plan set one."""
+    return _process_budget
