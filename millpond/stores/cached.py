@@ -422,6 +422,13 @@ class CacheBudget:
         """The sum of the registered caches' charges."""
         return sum(cache.estimated_bytes for cache in self._caches)
 
+    def by_store(self) -> dict[str, int]:
+        """The registered caches' charges summed per store name (over its tasks)."""
+        out: dict[str, int] = {}
+        for cache in self._caches:
+            out[cache.name] = out.get(cache.name, 0) + cache.estimated_bytes
+        return out
+
     def _share(self) -> None:
         each = self.share()
         for cache in self._caches:
