@@ -13,8 +13,9 @@ restore                     up to 16 MiB (4%) each for the restore consumer's pr
                             for one restore batch in Python
 input consumer prefetch     up to 64 MiB (4%): librdkafka's queued.max.messages.kbytes
 producer buffers            6% of B: each task producer's queue.buffering.max.kbytes
-Python and headroom         the rest (at least 25%): the interpreter, libraries, the task's
-                            own objects, RocksDB's index and filter blocks outside the cache
+Python and headroom         the rest (at least 25%, at least 64 MiB: under 256 MB every share
+                            above shrinks in proportion): the interpreter, libraries, the
+                            task's own objects, what RocksDB holds outside the cache
 ==========================  ====================================================================
 
 A store's own ``container.cache.size.bytes`` gives it a block cache of its own (per task,
@@ -36,7 +37,9 @@ MiB = 1024 * 1024
 BUDGET_KEY = "job.container.memory.mb"
 SAMZA_BUDGET_KEY = "cluster-manager.container.memory.mb"
 DEFAULT_BUDGET_MB = 1024
-MIN_BUDGET_MB = 128
+MIN_BUDGET_MB = 96
+HEADROOM_SHARE = 0.25  # at least this share of the budget is left for Python ...
+HEADROOM_MIN = 64 * MiB  # ... and at least this (the interpreter and libraries take ~50 MB)
 
 BLOCK_CACHE_SHARE = 0.40
 WRITE_BUFFER_SHARE_OF_CACHE = 1 / 3
@@ -147,7 +150,10 @@ def plan_memory(props: Properties, stores: Mapping[str, Mapping[str, str]] | Non
     else:
         mb, source = DEFAULT_BUDGET_MB, "default: no job.container.memory.mb"
     budget = mb * MiB
-    block_cache = int(budget * BLOCK_CACHE_SHARE)
+    # Under 256 MB the 64 MiB headroom floor takes more than 25%: the shares shrink.
+    scale = min(1.0, (budget - HEADROOM_MIN) / (budget * (1 - HEADROOM_SHARE)))
+    share = budget * scale  # what the fractions below are taken of
+    block_cache = int(share * BLOCK_CACHE_SHARE)
     write_buffers = int(block_cache * WRITE_BUFFER_SHARE_OF_CACHE)
     overrides: list[MemoryPart] = []
     for name, sp in (stores or {}).items():
@@ -167,13 +173,13 @@ def plan_memory(props: Properties, stores: Mapping[str, Mapping[str, str]] | Non
         block_cache=block_cache,
         write_buffers=write_buffers,
         memtable=max(MiB, min(MEMTABLE_CAP, write_buffers // NUM_MEMTABLES)),
-        object_caches=int(budget * OBJECT_CACHE_SHARE),
-        restore_prefetch=min(RESTORE_CAP, int(budget * RESTORE_SHARE)),
-        restore_batch=min(RESTORE_CAP, int(budget * RESTORE_SHARE)),
+        object_caches=int(share * OBJECT_CACHE_SHARE),
+        restore_prefetch=min(RESTORE_CAP, int(share * RESTORE_SHARE)),
+        restore_batch=min(RESTORE_CAP, int(share * RESTORE_SHARE)),
         input_prefetch=(_kbytes(props, f"{_SYS}consumer.{INPUT_PREFETCH_KEY}") if user_input
-                        else min(INPUT_PREFETCH_CAP, int(budget * INPUT_PREFETCH_SHARE))),
+                        else min(INPUT_PREFETCH_CAP, int(share * INPUT_PREFETCH_SHARE))),
         producer_buffer=(_kbytes(props, f"{_SYS}producer.{PRODUCER_BUFFER_KEY}")
-                         if user_producer else int(budget * PRODUCER_SHARE)),
+                         if user_producer else int(share * PRODUCER_SHARE)),
         overrides=tuple(overrides),
         user_input_prefetch=user_input,
         user_producer_buffer=user_producer,

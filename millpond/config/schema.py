@@ -104,7 +104,7 @@ KEYS: tuple[Key, ...] = (
         "`cluster-manager.container.memory.mb` maps to it), divided between one RocksDB block "
         "cache and write-buffer manager shared by every store, the object caches, restore, "
         "producer and consumer buffers, and headroom for Python: see [Memory]"
-        "(../operations/memory.md).", "job", default="1024", minimum=128),
+        "(../operations/memory.md).", "job", default="1024", minimum=96),
     Key("task.class", "class", "The `millpond.StreamTask` subclass, `package.module.ClassName`, "
         "importable from the current directory.", "job", required=True),
     Key("task.inputs", "streams", "Input streams, `kafka.<topic>[,kafka.<topic>...]`; task N "
@@ -282,7 +282,7 @@ KEYS: tuple[Key, ...] = (
     Key("app.name", "string", "`job.name` when `job.name` is unset.", "samza"),
     Key("app.id", "string", "`job.id` when `job.id` is unset.", "samza"),
     Key("cluster-manager.container.memory.mb", "int", "`job.container.memory.mb` when that "
-        "is unset.", "samza", minimum=128),
+        "is unset.", "samza", minimum=96),
     Key("app.class", "class", "`<module>:<attribute>` naming a `millpond.streams.App`: the "
         "job runs that dataflow (no `task.class` or `task.inputs` then). A Samza application "
         "class (no `:`) is ignored with `task.class`; without it the config is refused.",
