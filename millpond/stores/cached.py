@@ -54,7 +54,8 @@ DEFAULT_CACHE_MAX_BYTES = 32 * MiB
 # Bytes per cached entry besides key and value: the OrderedDict slot and node (~91 measured)
 # and the entry's charge in the size dict (a slot and an int, ~60).
 ENTRY_OVERHEAD = 150
-WRITE_CHUNK = 1000  # entries per write_batch call below: bounds the serialized copies in flight
+WRITE_CHUNK = 1000  # entries per write_batch call below at most, and about ...
+WRITE_CHUNK_BYTES = 256 * 1024  # ... this many charged bytes: the serialized copies in flight
 _MISS = object()
 
 
@@ -335,7 +336,9 @@ class CachedStore(KeyValueStore[K, V]):
             self.evictions += 1
 
     def _write_dirty(self) -> None:
-        """Write every dirty entry down (in chunks of WRITE_CHUNK); they become clean.
+        """Write every dirty entry down (in chunks of at most WRITE_CHUNK entries and about
+        WRITE_CHUNK_BYTES of charged size: each chunk's serialized copies, engine batch and
+        changelog records are in memory at once); they become clean.
 
         A chunk is marked clean only once the layer below accepted it, so a failure (e.g. a
         value the serde cannot encode) leaves the rest dirty and raises; nothing is dropped.
@@ -343,19 +346,26 @@ class CachedStore(KeyValueStore[K, V]):
         dirty = self._dirty
         if not dirty:
             return
-        cache, write = self._cache, self._write_chunk
-        if len(dirty) <= WRITE_CHUNK:
+        cache, write, sizes = self._cache, self._write_chunk, self._sizes
+        if len(dirty) <= WRITE_CHUNK and self._bytes <= WRITE_CHUNK_BYTES:
             items = [(key, cache[key]) for key in dirty]
             write(items)
             dirty.clear()
         else:
             keys = list(dirty)
-            for i in range(0, len(keys), WRITE_CHUNK):
-                chunk = keys[i : i + WRITE_CHUNK]
+            start = 0
+            while start < len(keys):
+                end, charged = start, 0
+                while end < len(keys) and end - start < WRITE_CHUNK \
+                        and charged < WRITE_CHUNK_BYTES:
+                    charged += sizes.get(keys[end], 0)
+                    end += 1
+                chunk = keys[start:end]
                 items = [(key, cache[key]) for key in chunk]
                 write(items)
                 for key in chunk:
                     del dirty[key]
+                start = end
         if self._refused:
             self._forget_refused()
 
