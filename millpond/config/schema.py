@@ -171,8 +171,8 @@ KEYS: tuple[Key, ...] = (
         "commit; `0` is write-through. Repeated writes to a key between commits coalesce up "
         "to it.", "stores", default="50000", minimum=0),
     Key(_S + "object.cache.max.bytes", "int", "Memory bound of the object cache per task "
-        "(each entry charged `sys.getsizeof` of key and value plus ~150 B whenever its value "
-        "changes); the cache keeps whichever of this and `object.cache.size` is smaller; `0` "
+        "(each entry charged `sys.getsizeof` of key and value plus ~150 B when it goes in, when "
+        "a `put` follows a miss, and at one `put` in 32 over a value); the cache keeps whichever of this and `object.cache.size` is smaller; `0` "
         "turns it off. Unset: an equal share of the process's object caches' budget "
         "(15% of `job.container.memory.mb`).", "stores",
         default=str(32 * MiB), minimum=0, default_doc="a share of the budget"),

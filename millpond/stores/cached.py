@@ -16,13 +16,14 @@ cache at all, the factory then leaves the layer out), at most ``write_batch_size
 entries (write.batch.size; 0 = write-through: every put is written down at once, the cache
 still serves reads), and about ``max_bytes`` of memory (object.cache.max.bytes; 0 = no
 cache). Each entry is charged its own estimated size, ``sys.getsizeof`` of key and value
-(one level into dicts, lists, tuples and sets) plus ~ENTRY_OVERHEAD bytes of bookkeeping,
-whenever its value changes: at insert, and at every put or delete over an entry (a put
-after a ``get`` miss included: the miss was charged as an absent entry, the put charges
-the value). The charges are summed and the least recently used entries are evicted while
-the sum is over ``max_bytes``. Shared sub-objects are counted once per entry, objects nested
-deeper than one level are not counted, and a value mutated in place is charged again only
-when it is put.
+(one level into dicts, lists, tuples and sets) plus ~ENTRY_OVERHEAD bytes of bookkeeping:
+at insert, at every delete, at every put where there was no value (a put after a ``get``
+miss included: the miss was charged as an absent entry, the put charges the value), and at
+one put in RECHARGE_EVERY over a present value (re-measuring every such put would halve the
+cache's hit path; a value that grows is re-measured within a few of its puts). The charges
+are summed and the least recently used entries are evicted while the sum is over
+``max_bytes``. Shared sub-objects are counted once per entry, objects nested deeper than one
+level are not counted, and a value mutated in place is charged again only when it is put.
 
 The byte bound may be shared: a :class:`CacheBudget` divides one process-wide figure
 between every cache registered with it (``set_max_bytes`` moves a cache's bound; the next
@@ -56,6 +57,9 @@ DEFAULT_CACHE_MAX_BYTES = 32 * MiB
 ENTRY_OVERHEAD = 150
 WRITE_CHUNK = 1000  # entries per write_batch call below at most, and about ...
 WRITE_CHUNK_BYTES = 256 * 1024  # ... this many charged bytes: the serialized copies in flight
+# A put over a present value re-measures it one time in this many (its size may have changed:
+# a new object, or the same one mutated); a put where there was no value always is measured.
+RECHARGE_EVERY = 32
 _MISS = object()
 
 
@@ -119,6 +123,7 @@ class CachedStore(KeyValueStore[K, V]):
         self._sizes: dict[K, int] = {}  # each entry's charge (bytes)
         self._bytes = 0  # the sum of the charges
         self.budget: CacheBudget | None = None  # the shared budget this cache is part of
+        self._recharge = RECHARGE_EVERY  # puts over a present value until one is re-measured
         self._closed = False
         # Plain int counters (one add each; a metrics reporter reads them at scrape time).
         self.hits = 0
@@ -193,7 +198,8 @@ class CachedStore(KeyValueStore[K, V]):
         if self._closed:
             raise self._closed_error("put")
         cache = self._cache
-        if key in cache:
+        old = self._cache_get(key, _MISS)
+        if old is not _MISS:
             self._touch(key)
         cache[key] = value
         dirty = self._dirty
@@ -201,7 +207,13 @@ class CachedStore(KeyValueStore[K, V]):
             dirty[key] = None
             if len(dirty) >= self._batch:
                 self._write_dirty()
-        self._charge(key, value)
+        if old is _MISS or old is None:  # a new entry, or a value where none was (a miss)
+            self._charge(key, value)
+        else:  # a value over a value: re-measured one put in RECHARGE_EVERY
+            self._recharge -= 1
+            if not self._recharge:
+                self._recharge = RECHARGE_EVERY
+                self._charge(key, value)
 
     def delete(self, key: K) -> None:
         """Cache a dirty absence: get() sees the delete at once, the layer below at write-down."""
@@ -337,8 +349,8 @@ class CachedStore(KeyValueStore[K, V]):
 
     def _write_dirty(self) -> None:
         """Write every dirty entry down (in chunks of at most WRITE_CHUNK entries and about
-        WRITE_CHUNK_BYTES of charged size: each chunk's serialized copies, engine batch and
-        changelog records are in memory at once); they become clean.
+        WRITE_CHUNK_BYTES at the cache's average charge per entry: each chunk's serialized
+        copies, engine batch and changelog records are in memory at once); they become clean.
 
         A chunk is marked clean only once the layer below accepted it, so a failure (e.g. a
         value the serde cannot encode) leaves the rest dirty and raises; nothing is dropped.
@@ -346,26 +358,21 @@ class CachedStore(KeyValueStore[K, V]):
         dirty = self._dirty
         if not dirty:
             return
-        cache, write, sizes = self._cache, self._write_chunk, self._sizes
-        if len(dirty) <= WRITE_CHUNK and self._bytes <= WRITE_CHUNK_BYTES:
+        cache, write = self._cache, self._write_chunk
+        average = self._bytes // max(1, len(cache))  # charged bytes of an entry
+        per_chunk = max(1, min(WRITE_CHUNK, WRITE_CHUNK_BYTES // max(1, average)))
+        if len(dirty) <= per_chunk:
             items = [(key, cache[key]) for key in dirty]
             write(items)
             dirty.clear()
         else:
             keys = list(dirty)
-            start = 0
-            while start < len(keys):
-                end, charged = start, 0
-                while end < len(keys) and end - start < WRITE_CHUNK \
-                        and charged < WRITE_CHUNK_BYTES:
-                    charged += sizes.get(keys[end], 0)
-                    end += 1
-                chunk = keys[start:end]
+            for i in range(0, len(keys), per_chunk):
+                chunk = keys[i : i + per_chunk]
                 items = [(key, cache[key]) for key in chunk]
                 write(items)
                 for key in chunk:
                     del dirty[key]
-                start = end
         if self._refused:
             self._forget_refused()
 

@@ -40,7 +40,13 @@ from millpond.stores import (
     build_store,
 )
 from millpond.stores.api import BytesStore
-from millpond.stores.cached import ENTRY_OVERHEAD, WRITE_CHUNK, CacheBudget, estimate_size
+from millpond.stores.cached import (
+    ENTRY_OVERHEAD,
+    RECHARGE_EVERY,
+    WRITE_CHUNK,
+    CacheBudget,
+    estimate_size,
+)
 
 MiB = 1024 * 1024
 SMALL = RocksDbOptions(block_cache_size_bytes=8 * MiB, write_buffer_size_bytes=4 * MiB)
@@ -593,8 +599,11 @@ def test_byte_bound_follows_values_that_grow(inner: CountingStore) -> None:
     for i in range(500):
         cache.put(f"k{i:04d}", 1)
     assert cache.capacity == 10_000  # the entry bound rules for small entries
-    for i in range(500):  # the same keys now hold big lists: each put charges its size
-        cache.put(f"k{i:04d}", list(range(200)))
+    # The same keys now hold big lists: a put over a value re-measures it one time in
+    # RECHARGE_EVERY, so after that many rounds every key is charged its list.
+    for _ in range(RECHARGE_EVERY + 1):
+        for i in range(500):
+            cache.put(f"k{i:04d}", list(range(200)))
     assert cache.estimated_entry_bytes > 1000
     assert cache.estimated_bytes <= 4_000_000
     assert cache.capacity < 4000
