@@ -344,7 +344,11 @@ def changelog_describe(config_path: Path, overrides: tuple[str, ...], store: str
 @override_option
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table",
               show_default=True, help="Output format (json: one object per task partition).")
-def status(config_path: Path, overrides: tuple[str, ...], fmt: str) -> None:
+@click.option("--explain-memory", is_flag=True,
+              help="Print how job.container.memory.mb is divided in each process (each part, "
+                   "its bytes, the keys that changed it) and exit; Kafka is not asked.")
+def status(config_path: Path, overrides: tuple[str, ...], fmt: str,
+           explain_memory: bool) -> None:
     """Where a job stands, from Kafka alone (running or not), per task partition.
 
     Shows the owning process (group member's client id and host), the input offsets the task
@@ -352,12 +356,22 @@ def status(config_path: Path, overrides: tuple[str, ...], fmt: str) -> None:
     changelog offsets, each changelog's end, and, when the job's state directory is on this
     machine, whether each local store is clean, dirty or absent; with job.state.backup.uri,
     each store's newest snapshot (or why the bucket could not be read). Exits 1 if the job
-    never ran.
+    never ran. With --explain-memory: the process's memory plan instead.
     """
+    import dataclasses
     import json
 
     from millpond.ops import status as job_status
 
+    if explain_memory:
+        memory = _load_config(config_path, overrides).memory
+        if fmt == "json":
+            click.echo(json.dumps({"budget": memory.budget, "source": memory.source,
+                                   "parts": [dataclasses.asdict(p) for p in memory.parts()]},
+                                  indent=2))
+        else:
+            click.echo(memory.render())
+        return
     group, rows = job_status.status(_job(config_path, overrides))
     if fmt == "json":
         click.echo(json.dumps({"group": group.group, "group_state": group.state,

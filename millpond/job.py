@@ -21,8 +21,10 @@ from millpond.config import Config, StoreConfig
 from millpond.kafka.admin import TopicAdmin
 from millpond.kafka.clients import OFFSET_RESET_SPELLINGS, LibrdkafkaLog
 from millpond.kafka.faults import ClientFaults
-from millpond.kafka.reading import restore_consumer
+from millpond.kafka.reading import restore_consumer, set_batch_bytes
 from millpond.partitioner import librdkafka_setting
+from millpond.stores.cached import use_cache_budget
+from millpond.stores.engines.rocksdb_options import use_process_memory
 
 # librdkafka waits up to 10 s between attempts to reach a broker that was away (Kafka's Java
 # client: 1 s); after a broker restart that alone delays resuming by up to 10 s.
@@ -54,6 +56,17 @@ class Job:
             self.consumer_conf["auto.offset.reset"] = OFFSET_RESET_SPELLINGS[reset]
         self.producer_conf = {**self.client_conf, "partitioner": librdkafka_setting(config.job.partitioner),
                               **(system.producer if system else {})}
+        # The memory plan's client buffers, unless the user's systems.kafka.* keys set them.
+        memory = config.memory
+        self.memory = memory
+        self.consumer_conf.setdefault("queued.max.messages.kbytes",
+                                      max(1, memory.input_prefetch // 1024))
+        self.producer_conf.setdefault("queue.buffering.max.kbytes",
+                                      max(1, memory.producer_buffer // 1024))
+        set_batch_bytes(memory.restore_batch)
+        # One block cache, write-buffer manager and object-cache budget for the process.
+        use_process_memory(memory.block_cache, memory.write_buffers, memory.memtable)
+        use_cache_budget(memory.object_caches)
         self.guarantee = Guarantee(config.job.processing_guarantee)
         self.checkpoint_topic = checkpoint_topic(config.job.name, config.job.id)
 
@@ -83,8 +96,10 @@ class Job:
 
     def consumer(self) -> Consumer:
         """A new bulk-read consumer (no group joined) that sees committed state only."""
-        return restore_consumer({**self.consumer_conf, "group.id": self.reader_group_id},
-                                STATE_ISOLATION)
+        conf = {**self.consumer_conf, "group.id": self.reader_group_id}
+        if not self.memory.user_input_prefetch:  # the restore's own prefetch bound
+            conf["queued.max.messages.kbytes"] = max(1, self.memory.restore_prefetch // 1024)
+        return restore_consumer(conf, STATE_ISOLATION)
 
     def store(self, name: str) -> StoreConfig:
         try:

@@ -229,3 +229,18 @@ def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3]:
     """A real S3Proxy for the session."""
     with running_s3(tmp_path_factory.mktemp("s3"), "millpond-backups") as server:
         yield server
+
+
+@pytest.fixture(autouse=True)
+def _fresh_process_memory() -> Iterator[None]:
+    """A job's memory plan sets process-wide state (the shared RocksDB cache and write-buffer
+    manager, the object caches' budget, the restore batch bound): each test starts without
+    the one an earlier test's job left, as a new process would."""
+    from millpond.kafka import reading
+    from millpond.stores import cached
+    from millpond.stores.engines import rocksdb_options
+
+    yield
+    rocksdb_options._process_memory = None
+    cached._process_budget = None
+    reading._batch_bytes = reading.BATCH_BYTES

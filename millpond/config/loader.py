@@ -11,6 +11,7 @@ from millpond.config.backup import BackupConfig, parse_backup
 from millpond.config.errors import ConfigError
 from millpond.config.job import JobConfig, parse_job
 from millpond.config.keycheck import check_keys, misspelt
+from millpond.config.memory import MemoryPlan, plan_memory
 from millpond.config.properties import Properties, load_properties
 from millpond.config.samza_keys import check_refused, log_ignored, unresolved_ok
 from millpond.config.serdes import SerdeSpec, resolve_serde
@@ -37,6 +38,9 @@ class Config:
             props, self.job.changelog_system, default_changelog)
         self.ignored: list[str] = log_ignored(props)  # Samza keys millpond does not use
         self.backup: BackupConfig | None = parse_backup(props)
+        # The process's memory budget (job.container.memory.mb) and how it is divided.
+        self.memory: MemoryPlan = plan_memory(
+            props, {name: store.properties for name, store in self.stores.items()})
 
     @classmethod
     def from_properties(cls, props: Properties) -> Config:

@@ -284,9 +284,11 @@ _ROWS: list[tuple[str, Fate, str, str]] = [
     ("stores.<store>.object.cache.size", "supported",
      "0 = no cache, as in Samza; millpond's default is 100000", "stores"),
     ("stores.<store>.container.cache.size.bytes", "mapped",
-     "RocksDB block cache, per store and task (not divided by the task count)", "stores"),
+     "a block cache of the store's own, per task (not divided by the task count); unset, "
+     "the store uses the process's shared cache", "stores"),
     ("stores.<store>.container.write.buffer.size.bytes", "mapped",
-     "RocksDB write buffer, per store and task (not divided by the task count)", "stores"),
+     "RocksDB memtable size, per store and task (not divided by the task count), counted "
+     "by the process's shared write-buffer manager", "stores"),
     ("stores.<store>.rocksdb.compression", "mapped", "RocksDB compression (zlib is refused)",
      "stores"),
     ("stores.<store>.rocksdb.block.size.bytes", "mapped", "RocksDB block size", "stores"),
@@ -313,6 +315,8 @@ _ROWS: list[tuple[str, Fate, str, str]] = [
     ("yarn.package.path", "ignored", _YARN, "deployment"),
     ("job.container.count", "ignored", _CLUSTER, "deployment"),
     ("yarn.container.count", "ignored", _CLUSTER, "deployment"),
+    ("cluster-manager.container.memory.mb", "mapped",
+     "job.container.memory.mb: the process's memory budget", "deployment"),
     ("cluster-manager.*", "ignored", _CLUSTER, "deployment"),
     ("yarn.*", "ignored", _YARN, "deployment"),
     ("task.execute", "ignored", _YARN, "deployment"),

@@ -101,6 +101,11 @@ KEYS: tuple[Key, ...] = (
         "its checkpoint topic `__millpond_checkpoint_<job.name>_<job.id>`.", "job",
         required=True),
     Key("job.id", "string", "Tells apart several deployments of one job.", "job", default="1"),
+    Key("job.container.memory.mb", "int", "The process's memory budget (Samza's "
+        "`cluster-manager.container.memory.mb` maps to it), divided between one RocksDB block "
+        "cache and write-buffer manager shared by every store, the object caches, restore, "
+        "producer and consumer buffers, and headroom for Python: see [Memory]"
+        "(../operations/memory.md).", "job", default="1024", minimum=96),
     Key("task.class", "class", "The `millpond.StreamTask` subclass, `package.module.ClassName`, "
         "importable from the current directory.", "job", required=True),
     Key("task.inputs", "streams", "Input streams, `kafka.<topic>[,kafka.<topic>...]`; task N "
@@ -173,10 +178,12 @@ KEYS: tuple[Key, ...] = (
     Key(_S + "write.batch.size", "int", "Dirty entries that force a write-down before the "
         "commit; `0` is write-through. Repeated writes to a key between commits coalesce up "
         "to it.", "stores", default="50000", minimum=0),
-    Key(_S + "object.cache.max.bytes", "int", "Estimated memory bound of the object cache per "
-        "task (sampled `sys.getsizeof` of key and value plus ~100 B an entry); the cache keeps "
-        "whichever of this and `object.cache.size` is smaller; `0` turns it off.", "stores",
-        default=str(32 * MiB), minimum=0),
+    Key(_S + "object.cache.max.bytes", "int", "Memory bound of the object cache per task "
+        "(each entry charged `sys.getsizeof` of key and value plus ~150 B when it goes in, when "
+        "a `put` follows a miss, and at one `put` in 32 over a value); the cache keeps whichever of this and `object.cache.size` is smaller; `0` "
+        "turns it off. Unset: an equal share of the process's object caches' budget "
+        "(15% of `job.container.memory.mb`).", "stores",
+        default=str(32 * MiB), minimum=0, default_doc="a share of the budget"),
     Key(_S + "changelog.max.message.size.bytes", "int", "The largest serialized value "
         "`disallow.large.messages` / `drop.large.messages` let through (Samza's "
         "`LargeMessageSafeStore`).", "stores", default="1048576", minimum=1),
@@ -215,10 +222,14 @@ KEYS: tuple[Key, ...] = (
     Key(_R + "max.manifest.file.size", "int", "The MANIFEST file rolls at this size.",
         "rocksdb", minimum=0, default_doc="RocksDB's"),
     Key(_S + "container.write.buffer.size.bytes", "int", "Memtable size, per store and task "
-        "(Samza divides its `container.*` values by the task count; millpond does not).",
-        "rocksdb", default=str(32 * MiB), minimum=1),
-    Key(_S + "container.cache.size.bytes", "int", "Block cache size, per store and task.",
-        "rocksdb", default=str(100 * MiB), minimum=1),
+        "(Samza divides its `container.*` values by the task count; millpond does not); the "
+        "memtables stay counted by the process's shared write-buffer manager.",
+        "rocksdb", default=str(32 * MiB), minimum=1,
+        default_doc="from the budget (32 MiB at 1 GB)"),
+    Key(_S + "container.cache.size.bytes", "int", "A block cache of the store's own, per "
+        "task, outside the process's shared one.",
+        "rocksdb", default=str(100 * MiB), minimum=1,
+        default_doc="the shared cache (40% of the budget)"),
     # -- side inputs -------------------------------------------------------------------------
     Key(_S + "side.inputs", "streams", "Fill the store from these streams (like "
         "`task.inputs`); such a store has no changelog and tasks get it read-only.",
@@ -283,6 +294,8 @@ KEYS: tuple[Key, ...] = (
         "state).", "samza"),
     Key("app.name", "string", "`job.name` when `job.name` is unset.", "samza"),
     Key("app.id", "string", "`job.id` when `job.id` is unset.", "samza"),
+    Key("cluster-manager.container.memory.mb", "int", "`job.container.memory.mb` when that "
+        "is unset.", "samza", minimum=96),
     Key("app.class", "class", "`<module>:<attribute>` naming a `millpond.streams.App`: the "
         "job runs that dataflow (no `task.class` or `task.inputs` then). A Samza application "
         "class (no `:`) is ignored with `task.class`; without it the config is refused.",

@@ -25,11 +25,21 @@ from millpond.kafka.denials import denied, is_denied
 from millpond.kafka.errors import BrokerUnreachableError, ReadError
 from millpond.kafka.outage import is_unavailable
 
-BATCH = 20_000
+BATCH = 20_000  # records in one read_range batch at most ...
+BATCH_BYTES = 16 * 1024 * 1024  # ... and about this many bytes of keys and values
+_batch_bytes = BATCH_BYTES  # this process's bound (its memory plan's restore batch)
+_FIRST_BATCH = 256  # records asked for before the first batch shows their size
 # librdkafka waits fetch.queue.backoff.ms to fetch again once a partition's prefetch queue is
 # full; its 1 s default idles any consumer that drains the queue in well under a second. Every
 # millpond consumer (restore and the job's input consumer) uses this instead.
 FETCH_QUEUE_BACKOFF_MS = 20
+
+
+def set_batch_bytes(max_bytes: int) -> None:
+    """Bound every later read_range batch of this process to about ``max_bytes`` (the
+    memory plan's restore batch, set once by a job's process or command)."""
+    global _batch_bytes
+    _batch_bytes = max(1024, max_bytes)
 
 
 def restore_consumer(base: Mapping[str, Any], isolation: str) -> Consumer:
@@ -82,10 +92,14 @@ def watermarks(consumer: Consumer, topic: str, partition: int, timeout: float = 
 
 
 def read_range(
-    consumer: Consumer, topic: str, partition: int, start: int, end: int, timeout: float = 60.0
+    consumer: Consumer, topic: str, partition: int, start: int, end: int, timeout: float = 60.0,
+    max_bytes: int | None = None,
 ) -> Generator[list[Message], None, None]:
     """Yield batches of records of ``topic[partition]`` with ``start <= offset < end``.
 
+    A batch holds at most :data:`BATCH` records and about ``max_bytes`` of keys and values
+    (default: the process's bound, :func:`set_batch_bytes`):
+    the number of records asked for follows the average record size of the batches so far.
     Compaction gaps and transaction markers are skipped; ``end`` must not be past the
     partition's readable end, or this raises after ``timeout`` seconds without progress.
     """
@@ -95,10 +109,18 @@ def read_range(
     last_progress = time.monotonic()
     position = start
     unreachable: KafkaError | None = None  # the last "Kafka unreachable" error seen
+    if max_bytes is None:
+        max_bytes = _batch_bytes
+    per_batch = min(BATCH, max(1, max_bytes // 1024), _FIRST_BATCH)  # records to ask for
     try:
         while True:
             # consume() waits for a full batch or the timeout: ask for no more than remain.
-            msgs = consumer.consume(max(1, min(BATCH, end - position)), 0.2)
+            msgs = consumer.consume(max(1, min(per_batch, end - position)), 0.2)
+            if msgs:
+                sample = msgs[::16]  # every 16th record's size: cheap, and close enough
+                size = sum(len(m.value() or b"") + len(m.key() or b"") for m in sample)
+                average = max(1, size // len(sample))
+                per_batch = max(1, min(BATCH, max_bytes // average))
             if msgs and msgs[-1].error() is None and msgs[-1].offset() < end - 1:  # type: ignore[operator]
                 # The partition's end (EOF) and offsets >= end can only be at the tail, so a
                 # batch whose last record is a plain one before the end needs no scan.

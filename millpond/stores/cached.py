@@ -15,10 +15,19 @@ Bounds (Samza's keys, plus one byte bound in the spirit of Kafka Streams'
 cache at all, the factory then leaves the layer out), at most ``write_batch_size`` dirty
 entries (write.batch.size; 0 = write-through: every put is written down at once, the cache
 still serves reads), and about ``max_bytes`` of memory (object.cache.max.bytes; 0 = no
-cache). The byte figure is an ESTIMATE: a running average of ``sys.getsizeof`` of sampled
-keys and values (one level into dicts, lists, tuples and sets) plus ~100 bytes of bookkeeping
-per entry, times the number of entries. Shared sub-objects are counted once per entry and
-objects nested deeper than one level are not counted.
+cache). Each entry is charged its own estimated size, ``sys.getsizeof`` of key and value
+(one level into dicts, lists, tuples and sets) plus ~ENTRY_OVERHEAD bytes of bookkeeping:
+at insert, at every delete, at every put where there was no value (a put after a ``get``
+miss included: the miss was charged as an absent entry, the put charges the value), and at
+one put in RECHARGE_EVERY over a present value (re-measuring every such put would halve the
+cache's hit path; a value that grows is re-measured within a few of its puts). The charges
+are summed and the least recently used entries are evicted while the sum is over
+``max_bytes``. Shared sub-objects are counted once per entry, objects nested deeper than one
+level are not counted, and a value mutated in place is charged again only when it is put.
+
+The byte bound may be shared: a :class:`CacheBudget` divides one process-wide figure
+between every cache registered with it (``set_max_bytes`` moves a cache's bound; the next
+insert evicts down to it).
 
 Shared objects: the cache stores the object the task put and ``get`` returns that same object
 (as in Samza and Faust). Mutating it in place changes what later gets return while it stays
@@ -43,11 +52,14 @@ DEFAULT_OBJECT_CACHE_SIZE = 100_000
 DEFAULT_WRITE_BATCH_SIZE = 50_000
 DEFAULT_CACHE_MAX_BYTES = 32 * MiB
 
-ENTRY_OVERHEAD = 100  # bytes per cached entry: OrderedDict slot and node (measured ~91)
-WRITE_CHUNK = 1000  # entries per write_batch call below: bounds the serialized copies in flight
-_FULL_SAMPLES = 1024  # sample every inserted entry's size until this many samples ...
-_SAMPLE_EVERY = 16  # ... then one insert in this many
-_DECAY_AT = 8192  # halve the sample sum and count here, so recent sizes weigh more
+# Bytes per cached entry besides key and value: the OrderedDict slot and node (~91 measured)
+# and the entry's charge in the size dict (a slot and an int, ~60).
+ENTRY_OVERHEAD = 150
+WRITE_CHUNK = 1000  # entries per write_batch call below at most, and about ...
+WRITE_CHUNK_BYTES = 256 * 1024  # ... this many charged bytes: the serialized copies in flight
+# A put over a present value re-measures it one time in this many (its size may have changed:
+# a new object, or the same one mutated); a put where there was no value always is measured.
+RECHARGE_EVERY = 32
 _MISS = object()
 _CLEAN = object()  # journaled prior state: the layer below holds the key's value
 
@@ -109,10 +121,10 @@ class CachedStore(KeyValueStore[K, V]):
         self._cache: OrderedDict[K, V | None] = OrderedDict()  # None = known absent
         self._dirty: dict[K, None] = {}  # keys whose cached value is not written down yet
         self._batch = max(1, write_batch_size)  # 0 = write-through: a write-down per write
-        self._capacity = cache_size  # entries allowed now: min(cache_size, bytes bound)
-        self._size_sum = 0  # sampled entry sizes (bytes) ...
-        self._size_n = 0  # ... and how many were sampled
-        self._sample_countdown = 1
+        self._sizes: dict[K, int] = {}  # each entry's charge (bytes)
+        self._bytes = 0  # the sum of the charges
+        self.budget: CacheBudget | None = None  # the shared budget this cache is part of
+        self._recharge = RECHARGE_EVERY  # puts over a present value until one is re-measured
         self._closed = False
         # Plain int counters (one add each; a metrics reporter reads them at scrape time).
         self.hits = 0
@@ -133,7 +145,8 @@ class CachedStore(KeyValueStore[K, V]):
 
     def __repr__(self) -> str:
         return (
-            f"CachedStore({self.name!r}, {len(self._cache)}/{self._capacity} cached, "
+            f"CachedStore({self.name!r}, {len(self._cache)}/{self.cache_size} cached, "
+            f"~{self._bytes}/{self.max_bytes} B, "
             f"{len(self._dirty)} dirty, over {self.inner!r})"
         )
 
@@ -147,7 +160,7 @@ class CachedStore(KeyValueStore[K, V]):
             self.misses += 1
             value = self._inner_get(key)
             self._cache[key] = value
-            self._inserted(key, value)
+            self._charge(key, value)
             return value
         self.hits += 1
         self._touch(key)
@@ -176,11 +189,10 @@ class CachedStore(KeyValueStore[K, V]):
             for key in missing:
                 got = below.get(key)
                 cache[key] = got
-                self._sample(key, got)
+                self._charge(key, got, evict=False)
                 if got is not None:
                     found[key] = got
-            if len(cache) > self._capacity:
-                self._evict()
+            self._evict()
         return found
 
     # -- writes -------------------------------------------------------------------------------
@@ -189,39 +201,44 @@ class CachedStore(KeyValueStore[K, V]):
         """Cache ``value`` (this very object) as dirty; it is written down later."""
         if self._closed:
             raise self._closed_error("put")
-        cache, dirty = self._cache, self._dirty
+        cache = self._cache
+        old = self._cache_get(key, _MISS)
         journal = self._journal
         if journal is not None:  # a record being processed: note what to put back on a skip
-            journal.append((self, key, cache[key] if key in dirty else _CLEAN))
-        new = key not in cache
-        cache[key] = value
-        if not new:
+            journal.append((self, key, old if key in self._dirty else _CLEAN))
+        if old is not _MISS:
             self._touch(key)
+        cache[key] = value
+        dirty = self._dirty
         if key not in dirty:
             dirty[key] = None
             if len(dirty) >= self._batch:
                 self._write_dirty()
-        if new:
-            self._inserted(key, value)
+        if old is _MISS or old is None:  # a new entry, or a value where none was (a miss)
+            self._charge(key, value)
+        else:  # a value over a value: re-measured one put in RECHARGE_EVERY
+            self._recharge -= 1
+            if not self._recharge:
+                self._recharge = RECHARGE_EVERY
+                self._charge(key, value)
 
     def delete(self, key: K) -> None:
         """Cache a dirty absence: get() sees the delete at once, the layer below at write-down."""
         if self._closed:
             raise self._closed_error("delete")
-        cache, dirty = self._cache, self._dirty
+        cache = self._cache
         journal = self._journal
         if journal is not None:
-            journal.append((self, key, cache[key] if key in dirty else _CLEAN))
-        new = key not in cache
-        cache[key] = None
-        if not new:
+            journal.append((self, key, cache[key] if key in self._dirty else _CLEAN))
+        if key in cache:
             self._touch(key)
+        cache[key] = None
+        dirty = self._dirty
         if key not in dirty:
             dirty[key] = None
             if len(dirty) >= self._batch:
                 self._write_dirty()
-        if new:
-            self._inserted(key, None)
+        self._charge(key, None)
 
     def put_all(self, items: Iterable[tuple[K, V]]) -> None:
         """put() each pair."""
@@ -271,6 +288,10 @@ class CachedStore(KeyValueStore[K, V]):
             self._closed = True
             self._cache.clear()
             self._dirty.clear()
+            self._sizes.clear()
+            self._bytes = 0
+            if self.budget is not None:
+                self.budget.unregister(self)
             self.inner.close()
 
     @property
@@ -286,56 +307,63 @@ class CachedStore(KeyValueStore[K, V]):
     @property
     def capacity(self) -> int:
         """Entries the cache holds at most right now: object.cache.size, or fewer if the
-        estimated entry size times that would exceed object.cache.max.bytes."""
-        return self._capacity
+        average entry's charge times that would exceed object.cache.max.bytes."""
+        per_entry = self.estimated_entry_bytes
+        if not per_entry:
+            return self.cache_size
+        return max(1, min(self.cache_size, self.max_bytes // per_entry))
+
+    @property
+    def estimated_bytes(self) -> int:
+        """The sum of the entries' charges: what the byte bound holds under max_bytes."""
+        return self._bytes
 
     @property
     def estimated_entry_bytes(self) -> int:
-        """Average estimated bytes per entry so far (keys, values and bookkeeping)."""
-        return self._size_sum // self._size_n if self._size_n else 0
+        """Average charge per entry now (keys, values and bookkeeping)."""
+        n = len(self._sizes)
+        return self._bytes // n if n else 0
+
+    def set_max_bytes(self, max_bytes: int) -> None:
+        """Move the byte bound (a shared budget's new share); the next insert evicts down."""
+        if max_bytes <= 0:
+            raise StoreConfigError(f"object.cache.max.bytes must be > 0, got {max_bytes}",
+                                   store=self.name)
+        self.max_bytes = max_bytes
 
     # -- internals ----------------------------------------------------------------------------
 
-    def _inserted(self, key: K, value: V | None) -> None:
-        """A new entry went in: maybe sample its size, then evict down to the capacity."""
-        self._sample_countdown -= 1
-        if not self._sample_countdown:
-            self._sample(key, value)
-        if len(self._cache) > self._capacity:
-            self._evict()
-
-    def _sample(self, key: K, value: V | None) -> None:
-        """Fold one entry's estimated size into the average and recompute the capacity."""
+    def _charge(self, key: K, value: V | None, evict: bool = True) -> None:
+        """Charge ``key``'s entry its size now (replacing its previous charge), then evict
+        least recently used entries while the cache is over either bound."""
         size = ENTRY_OVERHEAD + estimate_size(key)
         if value is not None:
             size += estimate_size(value)
-        self._size_sum += size
-        self._size_n += 1
-        n = self._size_n
-        if n >= _DECAY_AT:
-            self._size_sum //= 2
-            self._size_n = n = n // 2
-        self._sample_countdown = 1 if n < _FULL_SAMPLES else _SAMPLE_EVERY
-        by_bytes = max(1, self.max_bytes * n // self._size_sum)
-        self._capacity = min(self.cache_size, by_bytes)
+        sizes = self._sizes
+        self._bytes += size - sizes.get(key, 0)
+        sizes[key] = size
+        if evict and (self._bytes > self.max_bytes or len(self._cache) > self.cache_size):
+            self._evict()
 
     def _evict(self) -> None:
-        """Drop least recently used entries beyond the capacity; a dirty one is written down
-        (with every other dirty entry) before it is dropped."""
-        cache, dirty = self._cache, self._dirty
-        while len(cache) > self._capacity:
+        """Drop least recently used entries beyond the bounds; a dirty one is written down
+        (with every other dirty entry) before it is dropped. The most recent entry stays."""
+        cache, dirty, sizes = self._cache, self._dirty, self._sizes
+        while len(cache) > 1 and (self._bytes > self.max_bytes or len(cache) > self.cache_size):
             oldest = next(iter(cache))
             if oldest in dirty:
                 self._write_dirty()
             cache.pop(oldest, None)  # the write-down may have forgotten it (not stored)
+            self._bytes -= sizes.pop(oldest, 0)
             self.evictions += 1
 
     def _write_dirty(self) -> None:
-        """Write every dirty entry down (in chunks of WRITE_CHUNK); they become clean.
+        """Write every dirty entry down (in chunks of at most WRITE_CHUNK entries and about
+        WRITE_CHUNK_BYTES at the cache's average charge per entry: each chunk's serialized
+        copies, engine batch and changelog records are in memory at once); they become clean.
 
         A chunk is marked clean only once the layer below accepted it, so a failure (e.g. a
         value the serde cannot encode) leaves the rest dirty and raises; nothing is dropped.
-        Every 16th written entry is sampled for the size estimate (values may have grown).
         """
         dirty = self._dirty
         if not dirty:
@@ -343,23 +371,22 @@ class CachedStore(KeyValueStore[K, V]):
         if self._journal:
             self._settle_journal()
         cache, write = self._cache, self._write_chunk
-        if len(dirty) <= WRITE_CHUNK:
+        average = self._bytes // max(1, len(cache))  # charged bytes of an entry
+        per_chunk = max(1, min(WRITE_CHUNK, WRITE_CHUNK_BYTES // max(1, average)))
+        if len(dirty) <= per_chunk:
             items = [(key, cache[key]) for key in dirty]
             write(items)
             dirty.clear()
         else:
             keys = list(dirty)
-            for i in range(0, len(keys), WRITE_CHUNK):
-                chunk = keys[i : i + WRITE_CHUNK]
+            for i in range(0, len(keys), per_chunk):
+                chunk = keys[i : i + per_chunk]
                 items = [(key, cache[key]) for key in chunk]
                 write(items)
                 for key in chunk:
                     del dirty[key]
         if self._refused:
             self._forget_refused()
-        sample = self._sample  # a smaller capacity takes effect at the next insert
-        for key, value in items[::_SAMPLE_EVERY]:
-            sample(key, value)
 
     def undo_write(self, key: Any, prior: Any) -> None:
         """Put ``key`` back as a skipped record found it (see millpond.stores.undo): a key
@@ -368,9 +395,11 @@ class CachedStore(KeyValueStore[K, V]):
         if prior is _CLEAN:
             self._cache.pop(key, None)
             self._dirty.pop(key, None)
+            self._bytes -= self._sizes.pop(key, 0)
         else:
             self._cache[key] = prior
             self._dirty[key] = None
+            self._charge(key, prior, evict=False)
 
     def _settle_journal(self) -> None:
         """A write-down inside a record: the layer below is about to get the record's
@@ -399,9 +428,79 @@ class CachedStore(KeyValueStore[K, V]):
     def _forget_refused(self) -> None:
         cache, dirty = self._cache, self._dirty
         for key in self._refused:
-            if key not in dirty:
-                cache.pop(key, None)
+            if key not in dirty and key in cache:
+                del cache[key]
+                self._bytes -= self._sizes.pop(key, 0)
         self._refused.clear()
 
     def _closed_error(self, op: str) -> StoreClosedError:
         return StoreClosedError(f"{op}: store is closed", store=self.name)
+
+
+class CacheBudget:
+    """One byte bound shared by the object caches of a process: each registered cache's
+    ``max_bytes`` is an equal share of ``total`` (caches whose store sets its own
+    object.cache.max.bytes are not registered). Registering or closing a cache moves the
+    others' shares; a cache over its new share evicts at its next insert."""
+
+    def __init__(self, total: int) -> None:
+        if total <= 0:
+            raise StoreConfigError(f"the object caches' budget must be > 0, got {total}")
+        self.total = total
+        self._caches: list[CachedStore[Any, Any]] = []
+
+    def register(self, cache: CachedStore[Any, Any]) -> None:
+        """Give ``cache`` a share (and the other caches a smaller one)."""
+        cache.budget = self
+        self._caches.append(cache)
+        self._share()
+
+    def unregister(self, cache: CachedStore[Any, Any]) -> None:
+        """A closed cache's share goes back to the others."""
+        if cache in self._caches:
+            self._caches.remove(cache)
+            self._share()
+
+    @property
+    def caches(self) -> int:
+        """How many caches share the budget now."""
+        return len(self._caches)
+
+    def share(self) -> int:
+        """Each registered cache's bound now (the whole budget when none is registered)."""
+        return max(1, self.total // max(1, len(self._caches)))
+
+    def used(self) -> int:
+        """The sum of the registered caches' charges."""
+        return sum(cache.estimated_bytes for cache in self._caches)
+
+    def by_store(self) -> dict[str, int]:
+        """The registered caches' charges summed per store name (over its tasks)."""
+        out: dict[str, int] = {}
+        for cache in self._caches:
+            out[cache.name] = out.get(cache.name, 0) + cache.estimated_bytes
+        return out
+
+    def _share(self) -> None:
+        each = self.share()
+        for cache in self._caches:
+            cache.set_max_bytes(each)
+
+
+_process_budget: CacheBudget | None = None
+
+
+def use_cache_budget(total: int) -> CacheBudget:
+    """Make (or resize) the process's shared object-cache budget (the memory plan's)."""
+    global _process_budget
+    if _process_budget is None:
+        _process_budget = CacheBudget(total)
+    elif _process_budget.total != total:
+        _process_budget.total = total
+        _process_budget._share()
+    return _process_budget
+
+
+def cache_budget() -> CacheBudget | None:
+    """The process's shared object-cache budget, if a memory plan set one."""
+    return _process_budget

@@ -54,6 +54,7 @@ from millpond.tasks.instance import TaskInstance
 from millpond.tasks.loading import load_restore_listener, load_task_class
 from millpond.tasks.manager import TaskManager
 from millpond.tasks.membership import subscribe
+from millpond.tasks.memory import MemoryWatch
 from millpond.tasks.opening import Fences, OpenContext, TaskOpener, open_task, reopen_hold_s
 from millpond.tasks.purge import InternalTopicPurger
 from millpond.tasks.runloop import LoopTiming, RunLoop
@@ -216,6 +217,7 @@ class Container:
                             on_error=self.on_error, faults=self.faults, timing=timing,
                             metrics=self.metrics, rejoin=self._rejoin,
                             reset_policy=context.reset_policy,
+                            memory=MemoryWatch(self.config.memory),
                             purger=InternalTopicPurger(admin.admin, internal) if internal else None)
         self.loop.stopping = self._stop_requested
         subscribe(self.consumer, self.inputs[0], manager, self.faults)

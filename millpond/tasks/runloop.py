@@ -29,6 +29,7 @@ from millpond.tasks.faults import crash_point
 from millpond.tasks.input_reset import ResetPolicy
 from millpond.tasks.instance import NOT_USER_CODE, TASK_MOVED, ErrorPolicy, TaskInstance
 from millpond.tasks.manager import TaskManager
+from millpond.tasks.memory import MemoryWatch
 from millpond.tasks.purge import InternalTopicPurger
 
 if TYPE_CHECKING:
@@ -76,8 +77,10 @@ class RunLoop:
         serdes: InputSerdes, on_error: ErrorPolicy, faults: ClientFaults, timing: LoopTiming,
         metrics: RuntimeMetrics | None = None, rejoin: Callable[[], None] | None = None,
         purger: InternalTopicPurger | None = None, reset_policy: ResetPolicy | None = None,
+        memory: MemoryWatch | None = None,
     ) -> None:
         self.manager = manager
+        self.memory = memory  # RSS against the budget, in each status line
         self.reset_policy = reset_policy or ResetPolicy()
         self._purger = purger  # deletes what a dataflow's internal topics no longer need
         self._rejoin = rejoin  # replaces a group consumer fenced by its own static instance id
@@ -103,6 +106,8 @@ class RunLoop:
         """Iterate until :attr:`stopping` is set."""
         last_status = time.monotonic()
         processed_at_status = 0
+        if self.memory is not None:
+            self.memory.started()
         while not self.stopping:
             self.iterate()
             now = time.monotonic()
@@ -314,5 +319,6 @@ class RunLoop:
         opening = sorted(self.opener.pending)
         tasks = ", ".join(str(p) for p in sorted(self.tasks)) or "none"
         more = f", opening {', '.join(map(str, opening))}" if opening else ""
+        memory = f", {self.memory.status()}" if self.memory is not None else ""
         return (f"status: {rate:,.0f} msg/s, lag {total:,} msgs{behind}, "
-                f"{len(self.tasks)} tasks [{tasks}]{more}")
+                f"{len(self.tasks)} tasks [{tasks}]{more}{memory}")

@@ -38,7 +38,7 @@ from millpond.sideinputs.local import open_store_engine
 from millpond.sideinputs.readonly import ReadOnlyStore
 from millpond.stores import InMemoryEngine, RocksDbEngine, RocksDbOptions, build_stack, permissions
 from millpond.stores.api import KeyValueStore, StorageEngine
-from millpond.stores.cached import CachedStore
+from millpond.stores.cached import CachedStore, cache_budget
 from millpond.stores.undo import RecordJournal
 
 if TYPE_CHECKING:
@@ -277,6 +277,10 @@ def _open_store(
                             logged=log_layer, large_messages=cfg.large_messages,
                             max_message_size=cfg.max_message_size,
                             journal=None if cfg.side_inputs else journal)
+        budget = cache_budget()
+        if stack.cache is not None and budget is not None \
+                and not (cfg.properties.get("object.cache.max.bytes") or "").strip():
+            budget.register(stack.cache)  # a share of the process's object caches' budget
         return OpenStore(cfg, topic, live, engine, stack.logged, stack.store, lock, offset,
                          recovery, side_start, stack.cache)
     except BaseException:

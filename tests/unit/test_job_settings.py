@@ -17,6 +17,9 @@ systems.kafka.bootstrap.servers=127.0.0.1:1
 """
 
 
+MEMORY_PLAN_KEYS = ("queued.max.messages.kbytes", "queue.buffering.max.kbytes")
+
+
 def job(extra: str) -> Job:
     return Job(Config.from_properties(parse_properties(BASE + extra, "job.properties")))
 
@@ -48,8 +51,20 @@ def test_keys_that_are_no_librdkafka_setting_stay_out_of_the_clients() -> None:
             "systems.kafka.streams.in.samza.msg.serde=json\n"
             "systems.kafka.default.stream.replication.factor=1\n")
     for conf in (j.client_conf, j.consumer_conf, j.producer_conf):
-        assert set(conf) - {"partitioner", "error_cb", "logger", *CLIENT_DEFAULTS} == {
-            "bootstrap.servers"}, conf
+        assert set(conf) - {"partitioner", "error_cb", "logger", *CLIENT_DEFAULTS,
+                            *MEMORY_PLAN_KEYS} == {"bootstrap.servers"}, conf
+
+
+def test_the_memory_plan_bounds_the_client_buffers_unless_a_key_does() -> None:
+    j = job("job.container.memory.mb=384\n")
+    assert j.consumer_conf["queued.max.messages.kbytes"] == j.memory.input_prefetch // 1024
+    assert j.producer_conf["queue.buffering.max.kbytes"] == int(384 * 1024 * 0.06)
+    mine = job("job.container.memory.mb=384\n"
+               "systems.kafka.consumer.queued.max.messages.kbytes=2048\n"
+               "systems.kafka.producer.queue.buffering.max.kbytes=4096\n")
+    assert mine.consumer_conf["queued.max.messages.kbytes"] == "2048"
+    assert mine.producer_conf["queue.buffering.max.kbytes"] == "4096"
+    assert "your systems.kafka.producer. key" in mine.memory.render()
 
 
 def test_every_client_reports_its_failed_connections_to_the_job() -> None:

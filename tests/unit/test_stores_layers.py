@@ -40,7 +40,13 @@ from millpond.stores import (
     build_store,
 )
 from millpond.stores.api import BytesStore
-from millpond.stores.cached import ENTRY_OVERHEAD, WRITE_CHUNK, estimate_size
+from millpond.stores.cached import (
+    ENTRY_OVERHEAD,
+    RECHARGE_EVERY,
+    WRITE_CHUNK,
+    CacheBudget,
+    estimate_size,
+)
 
 MiB = 1024 * 1024
 SMALL = RocksDbOptions(block_cache_size_bytes=8 * MiB, write_buffer_size_bytes=4 * MiB)
@@ -565,11 +571,27 @@ def test_byte_bound_limits_the_number_of_entries(inner: CountingStore) -> None:
         cache.put(f"k{i:04d}", value)
     per_entry = ENTRY_OVERHEAD + estimate_size("k0000") + estimate_size(value)
     assert cache.estimated_entry_bytes == per_entry
-    assert cache.capacity == 100_000 // per_entry
-    assert cache.cached_count == cache.capacity
+    assert cache.cached_count == 100_000 // per_entry == cache.capacity
+    assert cache.estimated_bytes <= 100_000
     cache.flush()
     with inner.data.all() as it:
         assert sum(1 for _ in it) == 1000  # evicted dirty entries were written down first
+
+
+def test_a_put_after_a_miss_charges_the_value(inner: CountingStore) -> None:
+    """The README's read-then-write: a get miss caches the key as absent (small), the put
+    that follows must charge the value, or the bound is exceeded many times over."""
+    cache = cached(inner, size=100_000, batch=100_000, max_bytes=200_000)
+    for i in range(2000):
+        key = f"k{i:05d}"
+        assert cache.get(key) is None
+        cache.put(key, "v" * 1000)
+    per_entry = ENTRY_OVERHEAD + estimate_size("k00000") + estimate_size("v" * 1000)
+    assert cache.estimated_bytes <= 200_000
+    assert cache.cached_count == 200_000 // per_entry
+    cache.flush()
+    with inner.data.all() as it:
+        assert sum(1 for _ in it) == 2000
 
 
 def test_byte_bound_follows_values_that_grow(inner: CountingStore) -> None:
@@ -577,15 +599,30 @@ def test_byte_bound_follows_values_that_grow(inner: CountingStore) -> None:
     for i in range(500):
         cache.put(f"k{i:04d}", 1)
     assert cache.capacity == 10_000  # the entry bound rules for small entries
-    for _ in range(3):  # the same keys now hold big lists; write-downs sample their sizes
+    # The same keys now hold big lists: a put over a value re-measures it one time in
+    # RECHARGE_EVERY, so after that many rounds every key is charged its list.
+    for _ in range(RECHARGE_EVERY + 1):
         for i in range(500):
             cache.put(f"k{i:04d}", list(range(200)))
-        cache.flush()
     assert cache.estimated_entry_bytes > 1000
-    assert abs(cache.capacity - 4_000_000 // cache.estimated_entry_bytes) <= 2
+    assert cache.estimated_bytes <= 4_000_000
     assert cache.capacity < 4000
-    cache.get("new")  # the next insert evicts down to the new capacity
-    assert cache.cached_count <= cache.capacity
+    assert cache.cached_count <= cache.capacity + 1
+
+
+def test_a_shared_budget_divides_between_open_caches(inner: CountingStore) -> None:
+    budget = CacheBudget(300_000)
+    first, second = cached(inner, size=10_000), cached(CountingStore(), size=10_000)
+    budget.register(first)
+    assert first.max_bytes == 300_000
+    for i in range(400):
+        first.put(f"k{i:04d}", "x" * 1000)
+    budget.register(second)
+    assert first.max_bytes == second.max_bytes == 150_000
+    first.get("one-more")  # over its new share: the next insert evicts down to it
+    assert first.estimated_bytes <= 150_000
+    second.close()
+    assert budget.caches == 1 and first.max_bytes == 300_000
 
 
 def test_estimate_size_looks_one_level_into_containers() -> None:

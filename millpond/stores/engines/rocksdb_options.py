@@ -9,6 +9,14 @@ files), plus rocksdb.ttl.ms (off by default). Unlike Samza, an unknown value is 
 than a silent fallback; so is rocksdb.compression=zlib, which this RocksDB build accepts but
 never applies (see UNUSABLE_COMPRESSIONS).
 
+Process memory: once a process has a memory plan (:func:`use_process_memory`, which every
+job's process calls with ``job.container.memory.mb``'s division), a store without its own
+container.cache.size.bytes uses the ONE block cache of the process, and every store's memtables
+are counted by ONE write-buffer manager charged to that cache (RocksDB's and Kafka Streams'
+"bounded memory" set-up), so blocks and memtables of all stores stay within the cache's
+capacity. A store without its own container.write.buffer.size.bytes then gets the plan's
+memtable size.
+
 One millpond extension: rocksdb.bloom.filter.bits.per.key (default 10, 0 = off). Samza sets no
 bloom filter; with one, a point lookup skips the sorted runs that cannot hold the key, which
 roughly doubles random get throughput under universal compaction for ~1.25 bytes per key.
@@ -21,6 +29,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from typing import TypeVar
 
 from rocksdict import (
@@ -30,6 +39,7 @@ from rocksdict import (
     DBCompactionStyle,
     DBCompressionType,
     Options,
+    WriteBufferManager,
 )
 
 from millpond.config.properties import Properties
@@ -62,6 +72,48 @@ MiB = 1024 * 1024
 T = TypeVar("T")
 
 
+class ProcessMemory:
+    """The block cache and write-buffer manager every store of this process shares."""
+
+    def __init__(self, block_cache_bytes: int, write_buffer_bytes: int, memtable_bytes: int,
+                 ) -> None:
+        self.block_cache_bytes = block_cache_bytes
+        self.write_buffer_bytes = write_buffer_bytes
+        self.memtable_bytes = memtable_bytes
+        self.cache = Cache(block_cache_bytes)
+        # Memtables are charged to the cache: together they stay within its capacity.
+        self.write_buffers = WriteBufferManager.new_write_buffer_manager_with_cache(
+            write_buffer_bytes, False, self.cache)
+
+    def usage(self) -> tuple[int, int]:
+        """(bytes in the block cache, memtables included; bytes of memtables)."""
+        return self.cache.get_usage(), self.write_buffers.get_usage()
+
+
+_process_memory: ProcessMemory | None = None
+
+
+def use_process_memory(block_cache_bytes: int, write_buffer_bytes: int, memtable_bytes: int,
+                       ) -> ProcessMemory:
+    """Make (or resize) the process's shared block cache and write-buffer manager; stores
+    opened from now on use them (see the module's docstring)."""
+    global _process_memory
+    current = _process_memory
+    if current is not None and current.write_buffer_bytes == write_buffer_bytes \
+            and current.memtable_bytes == memtable_bytes:
+        if current.block_cache_bytes != block_cache_bytes:
+            current.cache.set_capacity(block_cache_bytes)
+            current.block_cache_bytes = block_cache_bytes
+        return current
+    _process_memory = ProcessMemory(block_cache_bytes, write_buffer_bytes, memtable_bytes)
+    return _process_memory
+
+
+def process_memory() -> ProcessMemory | None:
+    """The process's shared RocksDB memory, if a plan set it."""
+    return _process_memory
+
+
 @dataclass(frozen=True)
 class RocksDbOptions:
     """Tuning of one RocksDB store; build from config with ``from_store_properties``."""
@@ -80,6 +132,10 @@ class RocksDbOptions:
     # rocksdb.max.manifest.file.size (Samza's default: 1 GiB); None = RocksDB's default.
     delete_obsolete_files_period_micros: int | None = None
     max_manifest_file_size: int | None = None
+    # The process's shared block cache and write-buffer manager (None: this store's own
+    # block cache of block_cache_size_bytes and no write-buffer manager).
+    shared: ProcessMemory | None = dataclass_field(default=None, compare=False, repr=False)
+    shared_cache: bool = False  # True: blocks go to ``shared``'s cache, not one of its own
 
     def __post_init__(self) -> None:
         for name, number in (
@@ -128,8 +184,13 @@ class RocksDbOptions:
 
     @classmethod
     def from_store_properties(cls, props: Mapping[str, str]) -> RocksDbOptions:
-        """Read the Samza property names (keys relative to ``stores.<name>.``)."""
-        d = cls()
+        """Read the Samza property names (keys relative to ``stores.<name>.``). With a
+        process memory plan (:func:`use_process_memory`), a store without its own
+        container.cache.size.bytes shares the process's block cache, and one without its
+        own container.write.buffer.size.bytes gets the plan's memtable size."""
+        shared = _process_memory
+        d = cls() if shared is None else cls(write_buffer_size_bytes=shared.memtable_bytes)
+        own_cache = bool((props.get("container.cache.size.bytes") or "").strip())
 
         def get(key: str, parse: Callable[[str], T], default: T) -> T:
             raw = props.get(key)
@@ -160,6 +221,8 @@ class RocksDbOptions:
             delete_obsolete_files_period_micros=get(
                 "rocksdb.delete.obsolete.files.period.micros", parse_int, None),
             max_manifest_file_size=get("rocksdb.max.manifest.file.size", parse_int, None),
+            shared=shared,
+            shared_cache=shared is not None and not own_cache,
         )
 
     @property
@@ -185,7 +248,15 @@ class RocksDbOptions:
             opts.set_max_manifest_file_size(self.max_manifest_file_size)
         table = BlockBasedOptions()
         table.set_block_size(self.block_size_bytes)
-        table.set_block_cache(Cache(self.block_cache_size_bytes))
+        if self.shared is not None:
+            opts.set_write_buffer_manager(self.shared.write_buffers)
+            # Index and filter blocks grow with the store (~6% of a store of 1 KB values):
+            # kept in the block cache they are bounded with it, as Kafka Streams' bounded
+            # memory set-up does (not pinned: under universal compaction every file is in
+            # level 0, so pinning level 0 would pin them all).
+            table.set_cache_index_and_filter_blocks(True)
+        table.set_block_cache(self.shared.cache if self.shared is not None and self.shared_cache
+                              else Cache(self.block_cache_size_bytes))
         if self.bloom_bits_per_key:
             table.set_bloom_filter(self.bloom_bits_per_key, False)
         opts.set_block_based_table_factory(table)

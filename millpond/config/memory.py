@@ -1,0 +1,194 @@
+"""One memory budget per process: ``job.container.memory.mb`` divided between its consumers.
+
+Samza's ``cluster-manager.container.memory.mb`` maps to it. Without either key the budget is
+:data:`DEFAULT_BUDGET_MB` (a 1 GB process), whatever the number of tasks and stores. The plan
+(fractions of the budget ``B``):
+
+==========================  ====================================================================
+RocksDB block cache         40% of B, ONE cache shared by every store of the process; the
+                            memtables are charged to it through one write-buffer manager
+                            (a third of it), so blocks and memtables together stay in 40%
+object caches               15% of B, shared: each open store's cache gets an equal share
+restore                     up to 16 MiB (4%) each for the restore consumer's prefetch and
+                            for one restore batch in Python
+input consumer prefetch     up to 64 MiB (4%): librdkafka's queued.max.messages.kbytes
+producer buffers            6% of B: each task producer's queue.buffering.max.kbytes
+Python and headroom         the rest (at least 25%, at least 64 MiB: under 256 MB every share
+                            above shrinks in proportion): the interpreter, libraries, the
+                            task's own objects, what RocksDB holds outside the cache
+==========================  ====================================================================
+
+A store's own ``container.cache.size.bytes`` gives it a block cache of its own (per task,
+outside the shared one); its own ``container.write.buffer.size.bytes`` sets its memtable size
+(still counted by the shared write-buffer manager); its own ``object.cache.max.bytes`` bounds
+its object cache per task (outside the shared share). A librdkafka setting under
+``systems.kafka.consumer.*`` / ``producer.*`` wins over the plan's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from millpond.config.properties import Properties
+from millpond.config.values import get_int
+
+MiB = 1024 * 1024
+BUDGET_KEY = "job.container.memory.mb"
+SAMZA_BUDGET_KEY = "cluster-manager.container.memory.mb"
+DEFAULT_BUDGET_MB = 1024
+MIN_BUDGET_MB = 96
+HEADROOM_SHARE = 0.25  # at least this share of the budget is left for Python ...
+HEADROOM_MIN = 64 * MiB  # ... and at least this (the interpreter and libraries take ~50 MB)
+
+BLOCK_CACHE_SHARE = 0.40
+WRITE_BUFFER_SHARE_OF_CACHE = 1 / 3
+OBJECT_CACHE_SHARE = 0.15
+RESTORE_SHARE = 0.04  # each: the restore consumer's prefetch, and one batch
+RESTORE_CAP = 16 * MiB
+INPUT_PREFETCH_SHARE = 0.04
+INPUT_PREFETCH_CAP = 64 * MiB  # librdkafka's default queued.max.messages.kbytes
+PRODUCER_SHARE = 0.06
+MEMTABLE_CAP = 32 * MiB  # Samza's default memtable size
+NUM_MEMTABLES = 3  # rocksdb.num.write.buffers' default
+
+STORE_CACHE_KEY = "container.cache.size.bytes"
+STORE_WRITE_BUFFER_KEY = "container.write.buffer.size.bytes"
+STORE_OBJECT_BYTES_KEY = "object.cache.max.bytes"
+_SYS = "systems.kafka."
+INPUT_PREFETCH_KEY = "queued.max.messages.kbytes"
+PRODUCER_BUFFER_KEY = "queue.buffering.max.kbytes"
+
+
+@dataclass(frozen=True)
+class MemoryPart:
+    """One consumer of the budget: its name, its bytes, what it is and what changed it."""
+
+    name: str
+    bytes: int
+    note: str
+    in_budget: bool = True  # False: per task or per store, outside the budget (a user's key)
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """How one process's memory budget is divided (see the module's docstring)."""
+
+    budget: int  # bytes
+    source: str  # which key set it, or "default"
+    block_cache: int  # the shared RocksDB block cache (memtables charged to it)
+    write_buffers: int  # the shared write-buffer manager's limit (inside block_cache)
+    memtable: int  # each memtable's size, unless a store sets its own
+    object_caches: int  # shared by every open object cache without its own bound
+    restore_prefetch: int  # the restore consumer's queued.max.messages.kbytes (bytes)
+    restore_batch: int  # bytes of records in one restore batch
+    input_prefetch: int  # the input consumer's queued.max.messages.kbytes (bytes)
+    producer_buffer: int  # each task producer's queue.buffering.max.kbytes (bytes)
+    overrides: tuple[MemoryPart, ...] = field(default=())  # the user's keys that changed it
+    user_input_prefetch: bool = False  # systems.kafka.consumer.queued.max.messages.kbytes set
+    user_producer_buffer: bool = False  # systems.kafka.producer.queue.buffering.max.kbytes set
+
+    @property
+    def headroom(self) -> int:
+        """What is left for Python, libraries and what the plan does not bound."""
+        return self.budget - self.block_cache - self.object_caches - self.restore_prefetch \
+            - self.restore_batch - self.input_prefetch - self.producer_buffer
+
+    def parts(self) -> list[MemoryPart]:
+        """Each part of the budget, then the overrides outside it."""
+        return [
+            MemoryPart("rocksdb block cache", self.block_cache,
+                       "one LRU cache shared by every store; memtables are charged to it"),
+            MemoryPart("  of which memtables", self.write_buffers,
+                       f"one write-buffer manager; each memtable {_mb(self.memtable)}"),
+            MemoryPart("object caches", self.object_caches,
+                       "shared: each open store's cache gets an equal share"),
+            MemoryPart("restore prefetch", self.restore_prefetch,
+                       "restore consumer's queued.max.messages.kbytes"),
+            MemoryPart("restore batch", self.restore_batch, "records in one restore batch"),
+            MemoryPart("input prefetch", self.input_prefetch,
+                       "input consumer's queued.max.messages.kbytes"
+                       + (" (your systems.kafka.consumer. key)" if self.user_input_prefetch
+                          else "")),
+            MemoryPart("producer buffers", self.producer_buffer,
+                       "each task producer's queue.buffering.max.kbytes"
+                       + (" (your systems.kafka.producer. key)" if self.user_producer_buffer
+                          else "")),
+            MemoryPart("python and headroom", self.headroom,
+                       "interpreter, libraries, the task's objects, index/filter blocks"),
+            *self.overrides,
+        ]
+
+    def render(self) -> str:
+        """The plan as text, one part a line (``millpond describe --explain-memory``)."""
+        lines = [f"memory budget {_mb(self.budget)} ({self.source})"]
+        for part in self.parts():
+            where = "" if part.in_budget else "  [outside the budget]"
+            lines.append(f"  {part.name:<22} {_mb(part.bytes):>11}  {part.note}{where}")
+        return "\n".join(lines)
+
+    def summary(self) -> str:
+        """One line for the run loop's start."""
+        return (f"memory plan: budget {_mb(self.budget)} ({self.source}): block cache "
+                f"{_mb(self.block_cache)} (memtables {_mb(self.write_buffers)}), object caches "
+                f"{_mb(self.object_caches)}, restore {_mb(self.restore_prefetch)} + "
+                f"{_mb(self.restore_batch)}, input {_mb(self.input_prefetch)}, producers "
+                f"{_mb(self.producer_buffer)} each, headroom {_mb(self.headroom)}"
+                + (f"; {len(self.overrides)} store key(s) outside it" if self.overrides else ""))
+
+
+def plan_memory(props: Properties, stores: Mapping[str, Mapping[str, str]] | None = None,
+                ) -> MemoryPlan:
+    """The plan for ``props`` (``stores``: each store's ``stores.<name>.*`` properties)."""
+    samza_mb = (get_int(props, SAMZA_BUDGET_KEY, DEFAULT_BUDGET_MB, minimum=MIN_BUDGET_MB)
+                if SAMZA_BUDGET_KEY in props else None)  # checked even when unused
+    if BUDGET_KEY in props:
+        mb = get_int(props, BUDGET_KEY, DEFAULT_BUDGET_MB, minimum=MIN_BUDGET_MB)
+        source = BUDGET_KEY
+    elif samza_mb is not None:
+        mb, source = samza_mb, SAMZA_BUDGET_KEY
+    else:
+        mb, source = DEFAULT_BUDGET_MB, "default: no job.container.memory.mb"
+    budget = mb * MiB
+    # Under 256 MB the 64 MiB headroom floor takes more than 25%: the shares shrink.
+    scale = min(1.0, (budget - HEADROOM_MIN) / (budget * (1 - HEADROOM_SHARE)))
+    share = budget * scale  # what the fractions below are taken of
+    block_cache = int(share * BLOCK_CACHE_SHARE)
+    write_buffers = int(block_cache * WRITE_BUFFER_SHARE_OF_CACHE)
+    overrides: list[MemoryPart] = []
+    for name, sp in (stores or {}).items():
+        for key, what in ((STORE_CACHE_KEY, "its own block cache, per task"),
+                          (STORE_WRITE_BUFFER_KEY, "its memtable size (x rocksdb.num.write."
+                           "buffers), in the shared write-buffer manager"),
+                          (STORE_OBJECT_BYTES_KEY, "its own object cache bound, per task")):
+            if sp.get(key, "").strip():
+                value = get_int(props, f"stores.{name}.{key}", 0)
+                overrides.append(MemoryPart(f"stores.{name}.{key}", value, what,
+                                            in_budget=key == STORE_WRITE_BUFFER_KEY))
+    user_input = f"{_SYS}consumer.{INPUT_PREFETCH_KEY}" in props
+    user_producer = f"{_SYS}producer.{PRODUCER_BUFFER_KEY}" in props
+    return MemoryPlan(
+        budget=budget,
+        source=f"{source}={mb}" if source != "default: no job.container.memory.mb" else source,
+        block_cache=block_cache,
+        write_buffers=write_buffers,
+        memtable=max(MiB, min(MEMTABLE_CAP, write_buffers // NUM_MEMTABLES)),
+        object_caches=int(share * OBJECT_CACHE_SHARE),
+        restore_prefetch=min(RESTORE_CAP, int(share * RESTORE_SHARE)),
+        restore_batch=min(RESTORE_CAP, int(share * RESTORE_SHARE)),
+        input_prefetch=(_kbytes(props, f"{_SYS}consumer.{INPUT_PREFETCH_KEY}") if user_input
+                        else min(INPUT_PREFETCH_CAP, int(share * INPUT_PREFETCH_SHARE))),
+        producer_buffer=(_kbytes(props, f"{_SYS}producer.{PRODUCER_BUFFER_KEY}")
+                         if user_producer else int(share * PRODUCER_SHARE)),
+        overrides=tuple(overrides),
+        user_input_prefetch=user_input,
+        user_producer_buffer=user_producer,
+    )
+
+
+def _kbytes(props: Properties, key: str) -> int:
+    return get_int(props, key, 0, minimum=1) * 1024
+
+
+def _mb(n: int) -> str:
+    return f"{n / MiB:,.1f} MiB"

@@ -1,0 +1,76 @@
+"""The process memory budget (job.container.memory.mb): how it is divided, what a user's keys
+change, and the shared RocksDB cache and write-buffer manager every store then uses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from millpond.config import Config, ConfigError
+from millpond.config.memory import DEFAULT_BUDGET_MB, MiB, plan_memory
+from millpond.config.properties import parse_properties
+from millpond.stores import RocksDbEngine, RocksDbOptions
+from millpond.stores.engines.rocksdb_options import use_process_memory
+
+BASE = ("job.name=j\ntask.class=a.B\ntask.inputs=kafka.t\n"
+        "systems.kafka.bootstrap.servers=h:9092\n"
+        "stores.s.factory=rocksdb\nstores.s.key.serde=string\nstores.s.msg.serde=json\n")
+
+
+def plan(extra: str = ""):  # type: ignore[no-untyped-def]
+    return Config.from_properties(parse_properties(BASE + extra, "job.properties")).memory
+
+
+def test_the_default_is_one_1_gb_process_whatever_the_tasks_and_stores() -> None:
+    p = plan()
+    assert p.budget == DEFAULT_BUDGET_MB * MiB == 1024 * MiB
+    assert "default" in p.source
+    assert p.block_cache == int(0.40 * p.budget) and p.write_buffers == p.block_cache // 3
+    assert p.memtable == 32 * MiB  # Samza's memtable size fits a 1 GB process
+    assert p.object_caches == int(0.15 * p.budget)
+    assert p.headroom >= 0.25 * p.budget
+    assert sum(part.bytes for part in p.parts() if not part.name.startswith(" ")) == p.budget
+
+
+def test_a_384_mb_budget_and_samzas_key() -> None:
+    p = plan("job.container.memory.mb=384\n")
+    assert p.budget == 384 * MiB and p.source == "job.container.memory.mb=384"
+    assert p.memtable == p.write_buffers // 3 < 32 * MiB
+    samza = plan("cluster-manager.container.memory.mb=384\n")
+    assert samza.budget == 384 * MiB and samza.source.startswith("cluster-manager.")
+    both = plan("cluster-manager.container.memory.mb=2048\njob.container.memory.mb=384\n")
+    assert both.budget == 384 * MiB  # millpond's key wins
+
+
+def test_a_budget_below_the_minimum_names_its_line() -> None:
+    with pytest.raises(ConfigError, match=r"job.properties:8.*job.container.memory.mb"):
+        plan("job.container.memory.mb=64\n")
+
+
+def test_the_plan_lists_what_the_users_keys_changed() -> None:
+    p = plan("job.container.memory.mb=512\nstores.s.container.cache.size.bytes=8388608\n"
+             "stores.s.object.cache.max.bytes=1048576\n")
+    text = p.render()
+    assert "memory budget 512.0 MiB (job.container.memory.mb=512)" in text
+    assert "stores.s.container.cache.size.bytes" in text and "outside the budget" in text
+    assert "stores.s.object.cache.max.bytes" in text
+    for name in ("rocksdb block cache", "object caches", "restore batch", "producer buffers",
+                 "python and headroom"):
+        assert name in text
+    assert plan_memory(parse_properties("job.name=j\n", "x.properties")).overrides == ()
+
+
+def test_stores_share_one_block_cache_and_write_buffer_manager(tmp_path: Path) -> None:
+    shared = use_process_memory(16 * MiB, 4 * MiB, 1 * MiB)
+    own = RocksDbOptions.from_store_properties({"container.cache.size.bytes": str(MiB)})
+    first = RocksDbOptions.from_store_properties({})
+    assert first.shared is shared and first.shared_cache and first.write_buffer_size_bytes == MiB
+    assert own.shared is shared and not own.shared_cache
+    engines = [RocksDbEngine(tmp_path / f"s{i}", first) for i in range(3)]
+    for engine in engines:
+        engine.write_batch([(b"k%06d" % i, b"v" * 1000) for i in range(3000)])
+    used_cache, used_buffers = shared.usage()
+    assert 0 < used_buffers <= used_cache <= 16 * MiB  # three stores' memtables, one cache
+    for engine in engines:
+        engine.close()
