@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install kafka-jars kafka-up kafka-down demo test test-spark test-faults test-dataflow-faults test-security test-cluster test-fast faults lint docs bench bench-smoke clean
+.PHONY: install kafka-jars kafka-up kafka-down demo test test-slow test-faults test-dataflow-faults test-security test-cluster test-fast faults lint docs bench bench-smoke clean
 
 # Create the virtualenv and install millpond with its test and lint tools. setuptools shows a
 # notice ("Editable installation ... folders in your working directory with the same name as
@@ -33,7 +33,7 @@ demo: kafka-up
 	$(BIN)/python -m examples.demo $(DEMO_ARGS)
 
 # The suite against a real broker (the tests start a private one on free ports). The fault
-# suite, the PySpark tests and the Spark-cluster tests have their own targets (each run is kept under 20 min on
+# suite, the PySpark and slow tests and the Spark-cluster tests have their own targets (each run is kept under 20 min on
 # 2 cores); CI runs all three.
 # Each test starts many `millpond` processes: bytecode compiled once saves each of them
 # compiling the package again where PYTHONDONTWRITEBYTECODE is set (as on these machines:
@@ -42,13 +42,14 @@ PYC := $(BIN)/python -m compileall -q millpond examples tests >/dev/null
 
 test: kafka-jars
 	$(PYC)
-	$(BIN)/pytest -q -ra --durations=15 -m "not cluster and not secure and not spark" --ignore=tests/faults
+	$(BIN)/pytest -q -ra --durations=15 -m "not cluster and not secure and not spark and not slow" --ignore=tests/faults
 
-# The PySpark commands' tests (local Spark sessions against the tests' broker), their own run
-# so each stays under 20 min on 2 cores.
-test-spark: kafka-jars
+# The PySpark commands' tests (local Spark sessions against the tests' broker) and the long
+# ones (marked slow: a job under a real memory cap, the operator-mistake CLI runs), their own
+# run so each stays under 20 min on 2 cores.
+test-slow: kafka-jars
 	$(PYC)
-	$(BIN)/pytest -q -ra --durations=10 -m "spark and not cluster and not secure" --ignore=tests/faults
+	$(BIN)/pytest -q -ra --durations=10 -m "(spark or slow) and not cluster and not secure" --ignore=tests/faults
 
 # The fault suite's short versions (SIGKILLs, zombies, damage, bad input); `make faults` is
 # the long one. The dataflow apps' fault tests (3 processes each) are their own target, so
