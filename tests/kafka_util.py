@@ -17,7 +17,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from millpond.kafka.reading import watermarks
@@ -63,12 +63,16 @@ def hash_partition(user: str, partitions: int) -> int:
 
 
 def read_topic(bootstrap: str, topic: str, isolation: str = "read_committed") -> list[Any]:
-    """Every record of ``topic`` (all partitions) from the beginning to the current end."""
+    """Every record of ``topic`` (all partitions) from the beginning to the current end.
+
+    From each partition's log start, never a fixed offset 0: a fetch at 0 that came back out
+    of range (seen once on a just-written output topic) made librdkafka's default reset jump
+    to the end and read nothing."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"r-{time.monotonic_ns()}",
                          "enable.auto.commit": False, "isolation.level": isolation,
-                         "enable.partition.eof": True})
+                         "enable.partition.eof": True, "auto.offset.reset": "earliest"})
     md = consumer.list_topics(topic, timeout=30).topics[topic]
-    parts = [TopicPartition(topic, p, 0) for p in md.partitions]
+    parts = [TopicPartition(topic, p, OFFSET_BEGINNING) for p in md.partitions]
     consumer.assign(parts)
     remaining = {p.partition for p in parts}
     out = []

@@ -114,8 +114,9 @@ KEYS: tuple[Key, ...] = (
     Key("task.window.ms", "int", "How often `window()` runs; `-1` (or `0`) never.", "job",
         default="-1", minimum=-1),
     Key("task.commit.ms", "int", "How often each task commits its state, outputs and input "
-        "offsets (also on `coordinator.commit()` and before a partition is revoked).", "job",
-        default="60000", minimum=1),
+        "offsets (also on `coordinator.commit()` and before a partition is revoked); 0 "
+        "commits after every polled batch.", "job",
+        default="60000", minimum=0),
     Key("task.timeout.ms", "int", "How long a running job rides through Kafka being "
         "unreachable (a broker restart, an outage, a stalled broker) before it stops with one "
         "line: tasks that cannot commit are aborted and replayed from their last commit once "

@@ -65,7 +65,7 @@ def test_a_negative_commit_interval_stops_the_job_at_its_line(tmp_path: Path) ->
     conf = job(tmp_path, **{"task.commit.ms": -5})
     code, lines = _run("run", "--bounded", "--config", str(conf))
     assert_one_error_line(code, lines, f"{conf}:{line_of(conf, 'task.commit.ms')}: "
-                          "task.commit.ms: must be at least 1, got -5", logs=True)
+                          "task.commit.ms: must be at least 0, got -5", logs=True)
 
 
 def test_store_dump_of_a_missing_base_dir_is_an_error(tmp_path: Path) -> None:
