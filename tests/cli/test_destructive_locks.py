@@ -28,7 +28,7 @@ from tests.kafka_util import (
     write_properties,
 )
 
-# 35-45 s each measured here (2 cores at a load average of ~30): slow, for the lead to place.
+# 35-45 s each measured at a load average of ~30 on 2 cores: marked slow, run by make test-slow.
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
 
