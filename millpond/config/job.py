@@ -54,6 +54,7 @@ class JobConfig:
     drop_deserialization_errors: bool = DEFAULT_DROP_DESERIALIZATION_ERRORS
     dlq_stream: StreamRef | None = None
     partitioner: str = DEFAULT_PARTITIONER  # key -> input partition, see millpond.partitioner
+    query_address: tuple[str, int] | None = None  # job.query.address: (host, port), or off
 
 
 def parse_job(props: Properties) -> JobConfig:
@@ -90,7 +91,21 @@ def parse_job(props: Properties) -> JobConfig:
                                              DEFAULT_DROP_DESERIALIZATION_ERRORS),
         dlq_stream=get_stream(props, "task.dlq.stream", DEFAULT_SYSTEM),
         partitioner=_partitioner(props),
+        query_address=_address(props, "job.query.address"),
     )
+
+
+def _address(props: Properties, name: str) -> tuple[str, int] | None:
+    """``host:port`` (an IPv6 host in brackets) of key ``name``; None when unset or empty."""
+    text = props.get(name, "").strip()
+    if not text:
+        return None
+    host, sep, port = text.rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise error(props, name, f"{text!r} is not host:port (e.g. 127.0.0.1:9405; port 0 "
+                                 "picks a free one)")
+    return host, int(port)
 
 
 def _int(props: Properties, name: str) -> int:

@@ -156,6 +156,11 @@ KEYS: tuple[Key, ...] = (
     Key("job.changelog.system", "string", "The system of changelog names written without one; "
         "when set, a store without `changelog` gets `<job.name>-<job.id>-<store>-changelog`.",
         "job", default="kafka"),
+    Key("job.query.address", "string", "`host:port` of the process's query endpoint, which "
+        "answers reads of the stores of the tasks it holds over HTTP while the job runs (off "
+        "when unset; port `0` picks a free port, logged). Listen on loopback unless the "
+        "network is trusted: it has no authentication yet. See [Queries]"
+        "(../operations/queries.md).", "job"),
     # -- stores ------------------------------------------------------------------------------
     Key(_S + "factory", "choice", "The engine: `rocksdb`, `inmemory`, or Samza's factory "
         "class names (`...RocksDbKeyValueStorageEngineFactory`, "

@@ -61,6 +61,7 @@ WRITE_CHUNK_BYTES = 256 * 1024  # ... this many charged bytes: the serialized co
 # a new object, or the same one mutated); a put where there was no value always is measured.
 RECHARGE_EVERY = 32
 _MISS = object()
+NOT_CACHED = _MISS  # what peek() returns for a key the cache holds nothing of
 _CLEAN = object()  # journaled prior state: the layer below holds the key's value
 
 
@@ -194,6 +195,18 @@ class CachedStore(KeyValueStore[K, V]):
                     found[key] = got
             self._evict()
         return found
+
+    def peek(self, key: K) -> V | None | object:
+        """The cached entry of ``key`` (None: a cached delete or miss) or :data:`NOT_CACHED`,
+        touching neither the LRU order nor the hit/miss counters, and reading nothing below:
+        a read on the task's behalf by someone else (millpond.query)."""
+        return self._cache.get(key, NOT_CACHED)
+
+    def dirty_items(self) -> list[tuple[K, V | None]]:
+        """The entries not written down yet (value None: a delete), in no particular order:
+        what a reader of the layers below must lay over them to see what the task sees."""
+        cache = self._cache
+        return [(key, cache[key]) for key in self._dirty]
 
     # -- writes -------------------------------------------------------------------------------
 

@@ -36,6 +36,7 @@ from millpond.kafka.admin import OutputTopics, check_job_topics
 from millpond.kafka.outage import OutageClock
 from millpond.kafka.reading import FETCH_QUEUE_BACKOFF_MS
 from millpond.metrics import Reporter, parse_reporters, start_reporters
+from millpond.query import Mailbox, QueryServer
 from millpond.serdes import serdes_for
 from millpond.sideinputs.runtime import SideInputs
 from millpond.stores import RocksDbOptions
@@ -57,6 +58,7 @@ from millpond.tasks.membership import subscribe
 from millpond.tasks.memory import MemoryWatch
 from millpond.tasks.opening import Fences, OpenContext, TaskOpener, open_task, reopen_hold_s
 from millpond.tasks.purge import InternalTopicPurger
+from millpond.tasks.queries import TaskDirectory
 from millpond.tasks.runloop import LoopTiming, RunLoop
 from millpond.tasks.stream_serdes import StreamSerdes
 from millpond.tasks.telemetry import RuntimeMetrics
@@ -80,8 +82,10 @@ class Container:
         self.config = config = with_app(config)  # a dataflow app: its task and stores
         job = config.job
         self.task_class = load_task_class(config)
+        # Each store's serdes (a bad serde fails now, naming its key and line).
+        self.store_serdes = {name: serdes_for(config, cfg)
+                             for name, cfg in config.stores.items()}
         for cfg in config.stores.values():
-            serdes_for(config, cfg)  # a bad serde fails now, naming its key and line
             if cfg.factory == "rocksdb":  # so does a RocksDB value out of its range
                 RocksDbOptions.from_store_properties(cfg.properties)
         if not job.inputs:
@@ -123,6 +127,10 @@ class Container:
                         if reporting else None)
         self._reporting = reporting
         self.reporters: list[Reporter] = []
+        # Live queries (job.query.address): the endpoint listens from run() on and answers
+        # 503 until the run loop serves the mailbox.
+        self.queries = Mailbox() if job.query_address is not None else None
+        self.query_server: QueryServer | None = None
 
     # ---- the loop ---------------------------------------------------------------------
     def _handle_signal(self, signum: int, frame: FrameType | None) -> None:
@@ -154,8 +162,14 @@ class Container:
         if self.metrics is not None:
             self.reporters = start_reporters(self._reporting, self.metrics)
         try:
+            if self.queries is not None:
+                host, port = self.config.job.query_address or ("127.0.0.1", 0)
+                self.query_server = QueryServer(host, port, self.store_serdes, self.queries)
+                self.query_server.start()
             self._run()
         finally:
+            if self.query_server is not None:
+                self.query_server.stop()
             for reporter in self.reporters:
                 reporter.stop()
 
@@ -218,6 +232,8 @@ class Container:
                             metrics=self.metrics, rejoin=self._rejoin,
                             reset_policy=context.reset_policy,
                             memory=MemoryWatch(self.config.memory),
+                            queries=(self.queries, TaskDirectory(manager, self.store_serdes))
+                            if self.queries is not None else None,
                             purger=InternalTopicPurger(admin.admin, internal) if internal else None)
         self.loop.stopping = self._stop_requested
         subscribe(self.consumer, self.inputs[0], manager, self.faults)
@@ -257,6 +273,8 @@ class Container:
         return self.loop.lag() if self.loop is not None else {}
 
     def _shutdown(self) -> None:
+        if self.queries is not None:  # before the stores close: waiting queries get a 503
+            self.queries.close()
         if self.manager is not None:
             self.manager.shutdown()
         if self.fences is not None:

@@ -33,6 +33,7 @@ from millpond.tasks.memory import MemoryWatch
 from millpond.tasks.purge import InternalTopicPurger
 
 if TYPE_CHECKING:
+    from millpond.query import Directory, Mailbox
     from millpond.tasks.telemetry import RuntimeMetrics
 
 log = logging.getLogger("millpond.container")
@@ -78,8 +79,10 @@ class RunLoop:
         metrics: RuntimeMetrics | None = None, rejoin: Callable[[], None] | None = None,
         purger: InternalTopicPurger | None = None, reset_policy: ResetPolicy | None = None,
         memory: MemoryWatch | None = None,
+        queries: tuple[Mailbox, Directory] | None = None,
     ) -> None:
         self.manager = manager
+        self._queries = queries  # live queries, answered between iterations (job.query.address)
         self.memory = memory  # RSS against the budget, in each status line
         self.reset_policy = reset_policy or ResetPolicy()
         self._purger = purger  # deletes what a dataflow's internal topics no longer need
@@ -108,6 +111,8 @@ class RunLoop:
         processed_at_status = 0
         if self.memory is not None:
             self.memory.started()
+        if self._queries is not None:
+            self._queries[0].open()
         while not self.stopping:
             self.iterate()
             now = time.monotonic()
@@ -163,6 +168,9 @@ class RunLoop:
             self.stopping = True
         if self._metrics is not None:
             self._metrics.refresh(self.consumer, now)
+        if self._queries is not None:  # nothing is half done now: answer waiting queries
+            mailbox, directory = self._queries
+            mailbox.serve(directory)
 
     def _bounded_end(self, now: float) -> bool:
         """Every task here is at the end of its inputs. A process holding only some of the

@@ -32,6 +32,7 @@ LAYERS: list[set[str]] = [
     {"job"},  # one job's clients, names and admin, for the container, the CLI and Spark
     {"backup"},
     {"sideinputs"},
+    {"query"},  # live queries of a running job's stores (the runtime serves them)
     {"tasks"},
     {"ops"},
     {"spark"},

@@ -1,0 +1,88 @@
+"""Handing queries from the HTTP threads to the run loop's thread and the answers back.
+
+The server's threads only parse requests and render answers; every read of a store happens
+on the run loop's thread in :meth:`Mailbox.serve`, which the loop calls once per iteration
+(between two batches: nothing is half processed, nothing is being committed, no task opens
+or closes meanwhile). The loop pays one empty-deque check per iteration when nobody asks.
+A query waits at most ``timeout_s`` for the loop (busy in a long commit, a rebalance or an
+outage); then it is answered 503 and dropped if the loop comes to it later.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+
+from millpond.query.reads import Answer, Directory, Query, answer
+
+DEFAULT_TIMEOUT_S = 5.0
+
+
+class _Pending:
+    __slots__ = ("query", "done", "answer", "abandoned")
+
+    def __init__(self, query: Query) -> None:
+        self.query = query
+        self.done = threading.Event()
+        self.answer: Answer | None = None
+        self.abandoned = False
+
+
+class Mailbox:
+    """Queries waiting for the run loop."""
+
+    def __init__(self, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        self.timeout_s = timeout_s
+        self._queue: deque[_Pending] = deque()
+        self._lock = threading.Lock()  # orders ask() against state changes
+        self._state = "the job is starting (waiting for Kafka, checking its topics)"
+        self._serving = False
+
+    # ---- the server's threads ---------------------------------------------------------
+    def ask(self, query: Query) -> Answer:
+        """The run loop's answer to ``query``, or a 503 saying why there is none."""
+        pending = _Pending(query)
+        with self._lock:
+            if not self._serving:
+                return Answer(503, {"error": self._state})
+            self._queue.append(pending)
+        if pending.done.wait(self.timeout_s) and pending.answer is not None:
+            return pending.answer
+        pending.abandoned = True
+        return Answer(503, {"error": f"the job's run loop did not come to the query within "
+                                     f"{self.timeout_s:g}s (committing, rebalancing or "
+                                     "waiting for Kafka); try again"})
+
+    # ---- the run loop's thread --------------------------------------------------------
+    def open(self) -> None:
+        """The run loop is running: queries are taken from now on."""
+        with self._lock:
+            self._serving = True
+
+    def serve(self, directory: Directory) -> int:
+        """Answer every waiting query from ``directory``; how many were answered."""
+        queue = self._queue
+        if not queue:
+            return 0
+        n = 0
+        while queue:
+            pending = queue.popleft()
+            if pending.abandoned:
+                continue
+            try:
+                pending.answer = answer(pending.query, directory)
+            except Exception as exc:  # noqa: BLE001 - a bad read must not stop the job
+                pending.answer = Answer(500, {"error": f"{type(exc).__name__}: {exc}"})
+            pending.done.set()
+            n += 1
+        return n
+
+    def close(self, reason: str = "the job is stopping") -> None:
+        """Refuse further queries with ``reason`` and answer the waiting ones so."""
+        with self._lock:
+            self._serving = False
+            self._state = reason
+        while self._queue:
+            pending = self._queue.popleft()
+            pending.answer = Answer(503, {"error": reason})
+            pending.done.set()

@@ -1,0 +1,226 @@
+"""Answering one query from one task's stores: what the task sees, never a partial page.
+
+Runs on the run loop's thread, between two iterations (:mod:`millpond.query.mailbox`), so
+nothing changes while it reads. What a query sees is what the task has processed: the
+object cache's entries (a key written since the last write-down included) laid over the
+written-down engine, as the task's own ``get`` would see them. Nothing is written: a read
+neither fills nor reorders the cache, counts no hit or miss and writes nothing down (a
+task's own scan would write the cache's dirty entries down first; a query lays them over
+the engine's scan instead).
+
+Scans (range, prefix) return at most ``limit`` entries in key order (the order of the
+serialized keys, as every store scan) and a continuation token: the serialized key of the
+first entry not returned, so the next page starts exactly there and a sequence of pages
+covers the range once. A key written or deleted between two pages is seen as it is when
+its page is read.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from millpond.query.render import plain
+from millpond.serdes import Serde
+from millpond.stores.api import BytesStore
+from millpond.stores.cached import NOT_CACHED
+
+# An unbounded scan's end: no real key starts with this many 0xff bytes.
+_TOP = b"\xff" * 256
+TOKEN_PREFIX = "k1."
+
+
+class Overlay(Protocol):
+    """The writes above the engine that a read must see: the object cache."""
+
+    def peek(self, key: Any) -> Any:
+        """The cached entry (None: absent) or NOT_CACHED."""
+        ...
+
+    def dirty_items(self) -> list[tuple[Any, Any]]:
+        """(key, value or None) not written down yet."""
+        ...
+
+
+@dataclass(frozen=True)
+class StoreView:
+    """One store of one open task, as a query reads it."""
+
+    key_serde: Serde[Any]
+    msg_serde: Serde[Any]
+    engine: BytesStore  # the written-down state
+    cache: Overlay | None = None  # the object cache, if the store has one
+
+
+@dataclass(frozen=True)
+class Open:
+    """The partition's task is open here: its stores."""
+
+    stores: Mapping[str, StoreView]
+
+
+@dataclass(frozen=True)
+class Unavailable:
+    """The partition cannot be read here now: why, and its restore's progress if it is
+    restoring (store -> records restored, records remaining, seconds)."""
+
+    reason: str
+    restore: Mapping[str, Mapping[str, float | int | None]] = field(default_factory=dict)
+
+
+class Directory(Protocol):
+    """What the runtime offers queries (on its own thread)."""
+
+    def locate(self, partition: int) -> Open | Unavailable:
+        """The task of ``partition`` if it is open here, else why not."""
+        ...
+
+
+Kind = Literal["get", "range", "prefix"]
+
+
+@dataclass(frozen=True)
+class Query:
+    """One query, its keys and bounds already serialized with the store's key serde."""
+
+    store: str
+    partition: int
+    kind: Kind
+    keys: tuple[bytes, ...] = ()  # get
+    start: bytes = b""  # range: first key (inclusive); a continuation moves it
+    end: bytes | None = None  # range: end (exclusive); None: no end
+    prefix: bytes | None = None  # prefix
+    limit: int = 100
+
+
+@dataclass(frozen=True)
+class Answer:
+    """An HTTP status and a JSON-ready body."""
+
+    status: int
+    body: dict[str, Any]
+
+
+def token(key: bytes) -> str:
+    """The continuation token of a page that stops before ``key``."""
+    return TOKEN_PREFIX + base64.urlsafe_b64encode(key).decode()
+
+
+def untoken(text: str) -> bytes:
+    """The key a continuation token resumes at (ValueError if it is not one)."""
+    if not text.startswith(TOKEN_PREFIX):
+        raise ValueError(f"{text!r:.40} is not a continuation token")
+    try:
+        return base64.urlsafe_b64decode(text[len(TOKEN_PREFIX):].encode())
+    except (binascii.Error, ValueError) as exc:
+        raise ValueError(f"{text!r:.40} is not a continuation token") from exc
+
+
+def answer(query: Query, directory: Directory) -> Answer:
+    """The answer to ``query`` from this process's tasks now."""
+    where = directory.locate(query.partition)
+    if isinstance(where, Unavailable):
+        body: dict[str, Any] = {"error": where.reason, "store": query.store,
+                                "partition": query.partition}
+        if where.restore:
+            body["restore"] = {name: dict(p) for name, p in where.restore.items()}
+        return Answer(503, body)
+    view = where.stores.get(query.store)
+    if view is None:  # the server checked the name against the config: not open here
+        return Answer(404, {"error": f"store {query.store!r} is not open in this task",
+                            "stores": sorted(where.stores)})
+    head = {"store": query.store, "partition": query.partition}
+    if query.kind == "get":
+        found, missing = _get(view, query.keys)
+        return Answer(200, {**head, "entries": found, "missing": missing})
+    entries, after = _scan(view, query)
+    return Answer(200, {**head, "entries": entries,
+                        "next": token(after) if after is not None else None})
+
+
+def _get(view: StoreView, keys: tuple[bytes, ...]) -> tuple[list[dict[str, Any]], list[Any]]:
+    kdec, vdec = view.key_serde.from_bytes, view.msg_serde.from_bytes
+    found: list[dict[str, Any]] = []
+    missing: list[Any] = []
+    for kb in keys:
+        key = kdec(kb)
+        value = view.cache.peek(key) if view.cache is not None else NOT_CACHED
+        if value is NOT_CACHED:
+            data = view.engine.get(kb)
+            value = None if data is None else vdec(data)
+        if value is None:
+            missing.append(plain(key))
+        else:
+            found.append({"key": plain(key), "value": plain(value)})
+    return found, missing
+
+
+def _bounds(query: Query) -> tuple[bytes, bytes | None, bytes | None]:
+    """(start, end, prefix) of the scan in bytes; end None: unbounded."""
+    if query.kind == "prefix":
+        assert query.prefix is not None
+        return max(query.start, query.prefix), _successor(query.prefix), query.prefix
+    return query.start, query.end, None
+
+
+def _successor(prefix: bytes) -> bytes | None:
+    """The smallest key above every key starting with ``prefix`` (None: there is none)."""
+    trimmed = prefix.rstrip(b"\xff")
+    return trimmed[:-1] + bytes([trimmed[-1] + 1]) if trimmed else None
+
+
+def _scan(view: StoreView, query: Query) -> tuple[list[dict[str, Any]], bytes | None]:
+    """Up to ``limit`` entries from the bounds, and the key the next page starts at."""
+    start, end, prefix = _bounds(query)
+    overlay = _overlay(view, start, end)
+    engine = view.engine.range(start, end if end is not None else _TOP)
+    kdec, vdec = view.key_serde.from_bytes, view.msg_serde.from_bytes
+    out: list[dict[str, Any]] = []
+    with engine:
+        for kb, value in _merged(engine, overlay, vdec):
+            if prefix is not None and not kb.startswith(prefix):
+                continue  # cannot happen within the prefix's bounds; kept as a guard
+            if len(out) == query.limit:
+                return out, kb
+            out.append({"key": plain(kdec(kb)), "value": plain(value)})
+    return out, None
+
+
+def _overlay(view: StoreView, start: bytes, end: bytes | None) -> list[tuple[bytes, Any]]:
+    """The cache's dirty entries within [start, end), by serialized key."""
+    if view.cache is None:
+        return []
+    kenc = view.key_serde.to_bytes
+    out = []
+    for key, value in view.cache.dirty_items():
+        kb = kenc(key)
+        if kb >= start and (end is None or kb < end):
+            out.append((kb, value))
+    out.sort(key=lambda kv: kv[0])
+    return out
+
+
+def _merged(engine: Iterator[tuple[bytes, bytes]], overlay: list[tuple[bytes, Any]],
+            vdec: Any) -> Iterator[tuple[bytes, Any]]:
+    """The engine's entries with the overlay laid over them (a None value hides the key),
+    in key order, values decoded."""
+    i = 0
+    for kb, data in engine:
+        while i < len(overlay) and overlay[i][0] < kb:
+            okb, ovalue = overlay[i]
+            i += 1
+            if ovalue is not None:
+                yield okb, ovalue
+        if i < len(overlay) and overlay[i][0] == kb:
+            ovalue = overlay[i][1]
+            i += 1
+            if ovalue is not None:
+                yield kb, ovalue
+            continue
+        yield kb, vdec(data)
+    for okb, ovalue in overlay[i:]:
+        if ovalue is not None:
+            yield okb, ovalue

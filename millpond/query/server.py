@@ -1,0 +1,205 @@
+"""The HTTP side of the query endpoint: stdlib ``ThreadingHTTPServer``, JSON in and out.
+
+Endpoints (every one a GET; ``<p>`` is a partition, i.e. the task ``Partition <p>``)::
+
+    /stores                                   the job's stores
+    /stores/<store>/<p>/get?key=K             one key: {"key", "value", "found"}
+    /stores/<store>/<p>/get-many?key=A&key=B  {"entries": [{"key", "value"}], "missing": [...]}
+    /stores/<store>/<p>/range?from=A&to=B     entries with A <= key < B (either may be left
+                                              out), in key order
+    /stores/<store>/<p>/prefix?prefix=P       entries whose serialized key starts with P's
+
+A scan takes ``limit`` (default 100, at most 10,000) and answers ``next``: null at the end,
+else a token that ``&next=<token>`` turns into the following page. A key is read by the
+store's key serde (:mod:`millpond.query.render`). Status codes: 400 for a malformed
+request, 404 for an unknown store (naming the stores) or path, 503 when the partition's task
+is not open in this process (not assigned here, or still restoring: with the restore's
+progress) or the job is starting or stopping.
+
+The threads parse and render only; each query is answered on the run loop's thread
+(:mod:`millpond.query.mailbox`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from millpond.query.errors import QueryError
+from millpond.query.mailbox import Mailbox
+from millpond.query.reads import Answer, Query, untoken
+from millpond.query.render import BadKey, parse_key
+from millpond.serdes import Serde
+
+log = logging.getLogger("millpond.query")
+
+DEFAULT_LIMIT = 100
+MAX_LIMIT = 10_000
+MAX_KEYS = 1_000
+
+Serdes = Mapping[str, tuple[Serde[Any], Serde[Any]]]
+
+
+class BadRequest(ValueError):
+    """A request the endpoint cannot read: 400 with this message."""
+
+
+def parse_request(path: str, serdes: Serdes) -> Query | Answer:
+    """The query ``path`` (with its query string) asks, or the answer that refuses it."""
+    parts = urlsplit(path)
+    segments = [unquote(s) for s in parts.path.strip("/").split("/") if s]
+    params = parse_qs(parts.query, keep_blank_values=True)
+    if segments == ["stores"]:
+        return Answer(200, {"stores": sorted(serdes)})
+    if len(segments) != 4 or segments[0] != "stores":
+        return Answer(404, {"error": f"no such endpoint {parts.path!r}; see /stores/<store>/"
+                                     "<partition>/get|get-many|range|prefix"})
+    _, store, partition_text, op = segments
+    if store not in serdes:
+        return Answer(404, {"error": f"unknown store {store!r}", "stores": sorted(serdes)})
+    if not partition_text.isdigit():
+        return Answer(400, {"error": f"partition {partition_text!r} is not a number"})
+    partition = int(partition_text)
+    key_serde = serdes[store][0]
+    try:
+        if op in ("get", "get-many"):
+            texts = params.get("key", [])
+            if not texts or (op == "get" and len(texts) > 1):
+                raise BadRequest(f"{op} takes {'one key' if op == 'get' else 'keys'} (?key=)")
+            if len(texts) > MAX_KEYS:
+                raise BadRequest(f"at most {MAX_KEYS} keys per request")
+            keys = tuple(parse_key(key_serde, t) for t in texts)
+            return Query(store, partition, "get", keys=keys)
+        limit = _limit(params)
+        after = _one(params, "next")
+        if op == "range":
+            start_text, end_text = _one(params, "from"), _one(params, "to")
+            start = parse_key(key_serde, start_text) if start_text is not None else b""
+            end = parse_key(key_serde, end_text) if end_text is not None else None
+            if after is not None:
+                resume = untoken(after)
+                if resume < start or (end is not None and resume >= end):
+                    raise BadRequest("the continuation token is not from this range")
+                start = resume
+            return Query(store, partition, "range", start=start, end=end, limit=limit)
+        if op == "prefix":
+            text = _one(params, "prefix")
+            if text is None:
+                raise BadRequest("prefix takes ?prefix=")
+            prefix = parse_key(key_serde, text)
+            start = b""
+            if after is not None:
+                start = untoken(after)
+                if not start.startswith(prefix):
+                    raise BadRequest("the continuation token is not from this prefix")
+            return Query(store, partition, "prefix", start=start, prefix=prefix, limit=limit)
+    except (BadRequest, BadKey, ValueError) as exc:
+        return Answer(400, {"error": str(exc)})
+    return Answer(404, {"error": f"no such query {op!r}; get, get-many, range or prefix"})
+
+
+def _one(params: dict[str, list[str]], name: str) -> str | None:
+    values = params.get(name)
+    if not values:
+        return None
+    if len(values) > 1:
+        raise BadRequest(f"{name} given {len(values)} times")
+    return values[0]
+
+
+def _limit(params: dict[str, list[str]]) -> int:
+    text = _one(params, "limit")
+    if text is None:
+        return DEFAULT_LIMIT
+    if not text.isdigit() or not 1 <= int(text) <= MAX_LIMIT:
+        raise BadRequest(f"limit must be a number from 1 to {MAX_LIMIT}, got {text!r}")
+    return int(text)
+
+
+def single(answer: Answer) -> Answer:
+    """A one-key get's answer as {"key", "value", "found"}."""
+    body = answer.body
+    if answer.status != 200:
+        return answer
+    head = {"store": body["store"], "partition": body["partition"]}
+    if body["entries"]:
+        entry = body["entries"][0]
+        return Answer(200, {**head, "key": entry["key"], "value": entry["value"],
+                            "found": True})
+    return Answer(200, {**head, "key": body["missing"][0], "value": None, "found": False})
+
+
+class QueryServer:
+    """The endpoint of one job process: parses on its threads, reads through ``mailbox``."""
+
+    def __init__(self, host: str, port: int, serdes: Serdes, mailbox: Mailbox) -> None:
+        self.serdes = serdes
+        self.mailbox = mailbox
+        handler = type("Handler", (_Handler,), {"endpoint": self})
+        try:
+            self._http = ThreadingHTTPServer((host, port), handler)
+        except OSError as exc:
+            raise QueryError(f"job.query.address: cannot listen on {host}:{port}: "
+                             f"{exc.strerror or exc}") from exc
+        self._http.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """(host, port) it listens on (the port the OS picked for port 0)."""
+        host, port = self._http.server_address[:2]
+        return str(host), int(port)
+
+    def start(self) -> None:
+        """Serve in a daemon thread."""
+        self._thread = threading.Thread(target=self._http.serve_forever, args=(0.1,),
+                                        name="millpond-query", daemon=True)
+        self._thread.start()
+        host, port = self.address
+        log.info("query endpoint on http://%s:%d/stores", host, port)
+
+    def stop(self) -> None:
+        """Answer waiting queries 503, stop serving and close the socket."""
+        self.mailbox.close()
+        if self._thread is not None:
+            self._http.shutdown()
+            self._thread.join(5)
+        self._http.server_close()
+
+    def handle(self, path: str) -> Answer:
+        """The answer to a GET of ``path``."""
+        parsed = parse_request(path, self.serdes)
+        if isinstance(parsed, Answer):
+            return parsed
+        got = self.mailbox.ask(parsed)
+        if urlsplit(path).path.rstrip("/").endswith("/get"):
+            return single(got)
+        return got
+
+
+class _Handler(BaseHTTPRequestHandler):
+    endpoint: QueryServer
+    protocol_version = "HTTP/1.1"
+    server_version = "millpond-query"
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        try:
+            answer = self.endpoint.handle(self.path)
+        except Exception as exc:  # noqa: BLE001 - one bad request must not kill the thread
+            log.warning("query %s failed: %s", self.path, exc, exc_info=True)
+            answer = Answer(500, {"error": f"{type(exc).__name__}: {exc}"})
+        data = json.dumps(answer.body, ensure_ascii=False).encode()
+        self.send_response(answer.status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Cache-Control", "no-store")
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        log.debug("%s " + format, self.address_string(), *args)

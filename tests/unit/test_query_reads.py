@@ -1,0 +1,203 @@
+"""Live queries without Kafka: cache-over-engine reads, pages, tokens, request parsing."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from millpond.query import Answer, Mailbox, Open, Query, StoreView, Unavailable
+from millpond.query.reads import answer, untoken
+from millpond.query.server import parse_request, single
+from millpond.serdes.builtins import BytesSerde, JsonSerde, LongSerde, StringSerde
+from millpond.stores import InMemoryEngine
+from millpond.stores.cached import CachedStore
+from millpond.stores.serialized import SerializedStore
+
+
+class Tasks:
+    def __init__(self, stores: dict[int, dict[str, StoreView]]) -> None:
+        self.stores = stores
+
+    def locate(self, partition: int) -> Open | Unavailable:
+        if partition in self.stores:
+            return Open(self.stores[partition])
+        return Unavailable("not here", {"counts": {"records": 5, "remaining": 7}})
+
+
+def cached_store(key_serde: Any = None) -> tuple[CachedStore[Any, Any], StoreView]:
+    key_serde = key_serde or StringSerde()
+    engine = InMemoryEngine()
+    cache = CachedStore(SerializedStore(engine, key_serde, JsonSerde(), "counts"), "counts")
+    return cache, StoreView(key_serde, JsonSerde(), engine, cache)
+
+
+SERDES = {"counts": (StringSerde(), JsonSerde()), "n": (LongSerde(), JsonSerde()),
+          "raw": (BytesSerde(), BytesSerde())}
+
+
+def ask(path: str, tasks: Tasks) -> Answer:
+    parsed = parse_request(path, SERDES)
+    if isinstance(parsed, Answer):
+        return parsed
+    got = answer(parsed, tasks)
+    return single(got) if "/get?" in path else got
+
+
+def test_gets_see_the_cache_over_the_engine_without_touching_it() -> None:
+    cache, view = cached_store()
+    cache.put_all([("a", 1), ("b", 2)])
+    cache.flush()  # written down: clean in the cache and in the engine
+    cache.put("a", 10)  # dirty
+    cache.delete("b")  # a dirty delete hides the engine's value
+    view.engine.put(b"c", b"3")  # only in the engine
+    hits, misses = cache.hits, cache.misses
+    tasks = Tasks({0: {"counts": view}})
+    assert ask("/stores/counts/0/get?key=a", tasks).body["value"] == 10
+    assert ask("/stores/counts/0/get?key=b", tasks).body["found"] is False
+    got = ask("/stores/counts/0/get-many?key=a&key=b&key=c&key=zz", tasks).body
+    assert got["entries"] == [{"key": "a", "value": 10}, {"key": "c", "value": 3}]
+    assert got["missing"] == ["b", "zz"]
+    assert (cache.hits, cache.misses, cache.dirty_count) == (hits, misses, 2)
+    assert cache.peek("c") is not None  # never cached by the query: NOT_CACHED
+    assert "c" not in dict(cache.dirty_items())
+
+
+def test_pages_cover_a_range_exactly_once_with_dirty_entries_laid_over() -> None:
+    cache, view = cached_store()
+    cache.put_all([(f"k{i:03}", i) for i in range(0, 100)])
+    cache.flush()
+    for i in range(0, 100, 3):
+        cache.put(f"k{i:03}", -i)  # dirty updates
+    for i in range(1, 100, 7):
+        cache.delete(f"k{i:03}")  # dirty deletes
+    cache.put("k050x", 5050)  # dirty insert between engine keys
+    expected = {k: v for k, v in
+                [(f"k{i:03}", -i if i % 3 == 0 else i) for i in range(100) if (i - 1) % 7]}
+    expected["k050x"] = 5050
+    wanted = {k: v for k, v in expected.items() if "k010" <= k < "k090"}
+    tasks = Tasks({3: {"counts": view}})
+    seen: list[tuple[str, int]] = []
+    path = "/stores/counts/3/range?from=k010&to=k090&limit=7"
+    pages = 0
+    while True:
+        body = ask(path, tasks).body
+        pages += 1
+        assert len(body["entries"]) <= 7
+        seen += [(e["key"], e["value"]) for e in body["entries"]]
+        if body["next"] is None:
+            break
+        path = f"/stores/counts/3/range?from=k010&to=k090&limit=7&next={body['next']}"
+    assert seen == sorted(wanted.items())
+    assert pages == -(-len(wanted) // 7)
+
+
+def test_prefix_and_open_ended_ranges() -> None:
+    cache, view = cached_store()
+    cache.put_all([("user-1", 1), ("user-10", 10), ("user-2", 2), ("other", 0)])
+    tasks = Tasks({0: {"counts": view}})
+    got = ask("/stores/counts/0/prefix?prefix=user-1&limit=1", tasks).body
+    assert [e["key"] for e in got["entries"]] == ["user-1"]
+    more = ask(f"/stores/counts/0/prefix?prefix=user-1&next={got['next']}", tasks).body
+    assert [e["key"] for e in more["entries"]] == ["user-10"] and more["next"] is None
+    assert [e["key"] for e in ask("/stores/counts/0/range?from=user-10",
+                                  tasks).body["entries"]] == ["user-10", "user-2"]
+    assert [e["key"] for e in ask("/stores/counts/0/range?to=user-1",
+                                  tasks).body["entries"]] == ["other"]
+
+
+def test_numeric_keys_range_in_numeric_order() -> None:
+    engine = InMemoryEngine()
+    store = SerializedStore(engine, LongSerde(), JsonSerde(), "n")
+    for k in (-5, -1, 0, 3, 1000):
+        store.put(k, {"k": k})
+    tasks = Tasks({0: {"n": StoreView(LongSerde(), JsonSerde(), engine)}})
+    got = ask("/stores/n/0/range?from=-2&to=1000", tasks).body
+    assert [e["key"] for e in got["entries"]] == [-1, 0, 3]
+
+
+def test_bytes_render_as_base64() -> None:
+    engine = InMemoryEngine()
+    engine.put(b"\x00\xff", b"\x01\x02")
+    tasks = Tasks({0: {"raw": StoreView(BytesSerde(), BytesSerde(), engine)}})
+    got = ask("/stores/raw/0/get?key=AP8=", tasks).body
+    assert got == {"store": "raw", "partition": 0, "key": "AP8=", "value": "AQI=",
+                   "found": True}
+
+
+@pytest.mark.parametrize(("path", "status", "needle"), [
+    ("/stores/nope/0/get?key=a", 404, "unknown store 'nope'"),
+    ("/stores/counts/x/get?key=a", 400, "not a number"),
+    ("/stores/counts/0/get", 400, "one key"),
+    ("/stores/counts/0/get?key=a&key=b", 400, "one key"),
+    ("/stores/n/0/get?key=abc", 400, "not a key of serde"),
+    ("/stores/counts/0/range?limit=0", 400, "limit"),
+    ("/stores/counts/0/range?from=b&next=k1.YQ==", 400, "not from this range"),
+    ("/stores/counts/0/prefix?prefix=u&next=k1.YQ==", 400, "not from this prefix"),
+    ("/stores/counts/0/range?next=garbage", 400, "not a continuation token"),
+    ("/stores/counts/0/scan", 404, "no such query"),
+    ("/elsewhere", 404, "no such endpoint"),
+])
+def test_bad_requests(path: str, status: int, needle: str) -> None:
+    got = ask(path, Tasks({}))
+    assert got.status == status and needle in got.body["error"], got
+    if status == 404 and "store" in needle:
+        assert got.body["stores"] == ["counts", "n", "raw"]
+
+
+def test_a_partition_not_open_here_is_503_with_the_reason_and_progress() -> None:
+    got = ask("/stores/counts/5/get?key=a", Tasks({}))
+    assert got.status == 503
+    assert got.body["error"] == "not here" and got.body["restore"]["counts"]["remaining"] == 7
+
+
+def test_tokens_round_trip() -> None:
+    from millpond.query.reads import token
+
+    for key in (b"", b"\x00", b"\xff\xfe", "é".encode()):
+        assert untoken(token(key)) == key
+
+
+def test_mailbox_answers_on_the_serving_thread_and_refuses_when_closed() -> None:
+    mailbox = Mailbox(timeout_s=5)
+    query = Query("counts", 0, "get", keys=(b"a",))
+    assert mailbox.ask(query).status == 503  # not serving yet: starting
+    mailbox.open()
+    cache, view = cached_store()
+    cache.put("a", 1)
+    tasks = Tasks({0: {"counts": view}})
+    got: list[Answer] = []
+    asker = threading.Thread(target=lambda: got.append(mailbox.ask(query)))
+    asker.start()
+    while not mailbox.serve(tasks):
+        asker.join(0.01)
+    asker.join(5)
+    assert got[0].body["entries"] == [{"key": "a", "value": 1}]
+    mailbox.close("stopping")
+    assert mailbox.ask(query).body == {"error": "stopping"}
+
+
+def test_a_query_the_loop_does_not_reach_in_time_is_503() -> None:
+    mailbox = Mailbox(timeout_s=0.05)
+    mailbox.open()
+    got = mailbox.ask(Query("counts", 0, "get", keys=(b"a",)))
+    assert got.status == 503 and "did not come to the query" in got.body["error"]
+    assert mailbox.serve(Tasks({})) == 0  # abandoned: not answered later
+
+
+def test_the_address_key(tmp_path: Any) -> None:
+    from millpond.config import ConfigError, load_properties
+    from millpond.config.job import parse_job
+
+    def address(text: str) -> Any:
+        path = tmp_path / "job.properties"
+        path.write_text(f"job.name=j\njob.query.address={text}\n")
+        return parse_job(load_properties(path)).query_address
+
+    assert address("") is None
+    assert address("127.0.0.1:9405") == ("127.0.0.1", 9405)
+    assert address("[::1]:0") == ("::1", 0)
+    for bad in ("9405", "host:", ":80", "h:99999", "h:x"):
+        with pytest.raises(ConfigError, match="job.properties:2.*not host:port"):
+            address(bad)
