@@ -75,3 +75,17 @@ class RecordingRestoreListener:
 
     def on_restore_end(self, stats) -> None:  # type: ignore[no-untyped-def]
         self._log("end", stats)
+
+
+class SlowRestoreListener:
+    """Waits MILLPOND_TEST_RESTORE_DELAY seconds after each restored batch: a restore that
+    lasts, batch by batch, for the queries that must see it restoring."""
+
+    def on_restore_start(self, stats) -> None:  # type: ignore[no-untyped-def]
+        pass
+
+    def on_batch_restored(self, stats) -> None:  # type: ignore[no-untyped-def]
+        time.sleep(float(os.environ.get("MILLPOND_TEST_RESTORE_DELAY", "0")))
+
+    def on_restore_end(self, stats) -> None:  # type: ignore[no-untyped-def]
+        pass

@@ -1,0 +1,193 @@
+"""The query endpoint of a running job on the real broker: the values the job holds now,
+pages that cover a partition once, 503 for a partition held elsewhere or restoring."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.kafka_util import (
+    counting_job,
+    create_topic,
+    dump_store,
+    hash_partition,
+    produce_users,
+    start_job,
+    wait_for_line,
+    write_properties,
+)
+
+pytestmark = pytest.mark.kafka
+
+ENDPOINT = re.compile(r"query endpoint on (http://[\d.]+:\d+)/stores")
+
+
+def get(url: str) -> tuple[int, Any]:
+    """(status, JSON body) of a GET."""
+    try:
+        with urllib.request.urlopen(url, timeout=30) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def endpoint(proc: subprocess.Popen[str]) -> str:
+    lines = wait_for_line(proc, "query endpoint on", timeout=60)
+    found = ENDPOINT.search(lines[-1])
+    assert found, lines[-1]
+    return found.group(1)
+
+
+def stop(proc: subprocess.Popen[str]) -> str:
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, out[-3000:]
+    return out
+
+
+def expected_by_partition(expected: Counter[str], partitions: int) -> dict[int, dict[str, int]]:
+    out: dict[int, dict[str, int]] = {p: {} for p in range(partitions)}
+    for user, n in expected.items():
+        out[hash_partition(user, partitions)][user] = n
+    return out
+
+
+def many_url(base: str, partition: int, users: list[str]) -> str:
+    keys = "&".join(f"key={u}" for u in users)
+    return f"{base}/stores/counts/{partition}/get-many?{keys}"
+
+
+def wait_for_counts(base: str, partition: int, want: dict[str, int], timeout: float) -> None:
+    """Poll the endpoint (each request waits for a run loop iteration) until the partition's
+    counts are ``want``."""
+    users = sorted(want)
+    deadline = time.monotonic() + timeout
+    got: Any = None
+    while time.monotonic() < deadline:
+        status, got = get(many_url(base, partition, users))
+        if status == 200 and {e["key"]: e["value"] for e in got["entries"]} == want:
+            assert got["missing"] == []
+            return
+    raise AssertionError(f"partition {partition} never answered the expected counts: {got}")
+
+
+def scan(base: str, url: str, answered: bool = True) -> tuple[list[tuple[str, int]], int]:
+    """Every entry of a scan through its continuation tokens, and the pages it took
+    (``answered=False``: nothing, 0 if a page is not answered 200)."""
+    out: list[tuple[str, int]] = []
+    pages = 0
+    token = None
+    while True:
+        status, body = get(url + (f"&next={token}" if token else ""))
+        if status != 200 and not answered:
+            return [], 0
+        assert status == 200, body
+        pages += 1
+        out += [(e["key"], e["value"]) for e in body["entries"]]
+        token = body["next"]
+        if token is None:
+            return out, pages
+
+
+def test_queries_answer_what_the_running_job_holds(kafka_bootstrap: str, tmp_path: Path) -> None:
+    name = f"query-{uuid.uuid4().hex[:8]}"
+    create_topic(kafka_bootstrap, name, partitions=2)
+    config = write_properties(tmp_path / "job.properties", counting_job(
+        kafka_bootstrap, name, name, tmp_path / "state",
+        **{"job.query.address": "127.0.0.1:0", "task.commit.ms": 60000}))
+    proc = start_job(config)
+    try:
+        base = endpoint(proc)
+        assert get(f"{base}/stores") == (200, {"stores": ["counts"]})
+        status, body = get(f"{base}/stores/nope/0/get?key=a")
+        assert status == 404 and body["stores"] == ["counts"]
+        expected = produce_users(kafka_bootstrap, name, 3000, 250, 2)
+        want = expected_by_partition(expected, 2)
+        for p in (0, 1):  # a commit every minute: the values come from the object cache
+            wait_for_counts(base, p, want[p], timeout=90)
+        user = sorted(want[1])[0]
+        assert get(f"{base}/stores/counts/1/get?key={user}") == (200, {
+            "store": "counts", "partition": 1, "key": user, "value": want[1][user],
+            "found": True})
+        assert get(f"{base}/stores/counts/0/get?key={user}")[1]["found"] is False
+        for p in (0, 1):  # pages of 7 cover the partition once, in key order
+            entries, pages = scan(base, f"{base}/stores/counts/{p}/range?limit=7")
+            assert entries == sorted(want[p].items())
+            assert pages == -(-len(want[p]) // 7)
+            lo, hi = "user-1", "user-2"
+            ranged, _ = scan(base, f"{base}/stores/counts/{p}/range?from={lo}&to={hi}&limit=5")
+            assert ranged == sorted((u, n) for u, n in want[p].items() if lo <= u < hi)
+            prefixed, _ = scan(base, f"{base}/stores/counts/{p}/prefix?prefix=user-2&limit=4")
+            assert prefixed == sorted((u, n) for u, n in want[p].items()
+                                      if u.startswith("user-2"))
+        status, body = get(f"{base}/stores/counts/2/get?key=user-2")
+        assert status == 503 and "not assigned to this process" in body["error"], body
+    finally:
+        if proc.poll() is None:
+            stop(proc)
+    assert dump_store(config, "counts") == dict(expected)  # what it wrote, committed at stop
+
+
+@pytest.mark.timeout(600)
+def test_a_restoring_partition_answers_503_with_its_progress(
+        kafka_bootstrap: str, tmp_path: Path) -> None:
+    name = f"query-restore-{uuid.uuid4().hex[:8]}"
+    create_topic(kafka_bootstrap, name, partitions=1)
+    state = tmp_path / "state"
+    props = counting_job(kafka_bootstrap, name, name, state,
+                         **{"job.query.address": "127.0.0.1:0"})
+    config = write_properties(tmp_path / "job.properties", props)
+    users = 6_000
+    expected = produce_users(kafka_bootstrap, name, users, users, 1)
+    proc = start_job(config)
+    try:
+        base = endpoint(proc)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # until the job has counted every record
+            entries, _ = scan(base, f"{base}/stores/counts/0/range?limit=10000", answered=False)
+            if dict(entries) == expected:
+                break
+        else:
+            raise AssertionError("the job did not count every record")
+    finally:
+        stop(proc)
+    shutil.rmtree(state)  # the next start restores the store from its changelog
+    slow = {**props, "task.restore.listener.class": "tests.jobs.counting.SlowRestoreListener"}
+    write_properties(config, slow)
+    # Each restored batch holds the run loop 0.5 s, longer than the opener's time slice
+    # (0.2 s): after every batch the loop serves the waiting query while the task restores.
+    proc = start_job(config, env={"MILLPOND_TEST_RESTORE_DELAY": "0.5"})
+    try:
+        base = endpoint(proc)
+        seen: list[dict[str, Any]] = []
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            status, body = get(f"{base}/stores/counts/0/get?key=user-7")
+            if status == 200:
+                break
+            assert status == 503, body
+            seen.append(body)
+        assert (status, body["value"]) == (200, 1), body
+        restoring = [b for b in seen if b.get("restore", {}).get("counts", {}).get("records")]
+        assert restoring, seen  # at least one answer while it restored, with its progress
+        progress = restoring[0]["restore"]["counts"]
+        assert progress["records"] > 0 and progress["remaining"] >= 0, progress
+        assert "restoring its stores" in restoring[0]["error"]
+        assert all(b["partition"] == 0 for b in restoring)
+        entries, _ = scan(base, f"{base}/stores/counts/0/range?limit=10000")
+        assert dict(entries) == dict(expected)
+    finally:
+        if proc.poll() is None:
+            stop(proc)
