@@ -201,3 +201,69 @@ def test_the_address_key(tmp_path: Any) -> None:
     for bad in ("9405", "host:", ":80", "h:99999", "h:x"):
         with pytest.raises(ConfigError, match="job.properties:2.*not host:port"):
             address(bad)
+
+
+def test_the_task_directory_says_open_opening_restoring_or_not_here() -> None:
+    from types import SimpleNamespace
+
+    from millpond.tasks.queries import TaskDirectory
+
+    cache, view = cached_store()
+    stores = {"counts": SimpleNamespace(engine=view.engine, cache=cache)}
+    progress = SimpleNamespace(store="counts", records=300, remaining=700, seconds=1.23456)
+    opener = SimpleNamespace(pending={2, 3}, opening=3, progress={"counts": progress})
+    manager = SimpleNamespace(tasks={1: SimpleNamespace(storage=SimpleNamespace(stores=stores))},
+                              opener=opener)
+    directory = TaskDirectory(manager, {"counts": SERDES["counts"]})  # type: ignore[arg-type]
+    found = directory.locate(1)
+    assert isinstance(found, Open) and found.stores["counts"].cache is cache
+    waiting = directory.locate(2)
+    assert isinstance(waiting, Unavailable) and "waiting to open" in waiting.reason
+    restoring = directory.locate(3)
+    assert isinstance(restoring, Unavailable) and "restoring" in restoring.reason
+    assert restoring.restore == {"counts": {"records": 300, "remaining": 700, "seconds": 1.235}}
+    away = directory.locate(4)
+    assert isinstance(away, Unavailable)
+    assert away.reason == "partition 4 is not assigned to this process (it holds partitions: 1)"
+
+
+def test_the_server_over_http_and_a_taken_port() -> None:
+    import json
+    import urllib.error
+    import urllib.request
+
+    from millpond.query import QueryError, QueryServer
+
+    cache, view = cached_store()
+    cache.put("a", {"n": 1})
+    tasks = Tasks({0: {"counts": view}})
+    mailbox = Mailbox(timeout_s=5)
+    server = QueryServer("127.0.0.1", 0, {"counts": SERDES["counts"]}, mailbox)
+    stopped = threading.Event()
+
+    def run_loop() -> None:  # what the job's run loop does once per iteration
+        mailbox.open()
+        while not stopped.is_set():
+            mailbox.serve(tasks)
+            stopped.wait(0.01)
+
+    loop = threading.Thread(target=run_loop)
+    loop.start()
+    server.start()
+    try:
+        host, port = server.address
+        with urllib.request.urlopen(f"http://{host}:{port}/stores/counts/0/get?key=a") as r:
+            assert r.headers["Content-Type"] == "application/json"
+            assert json.loads(r.read())["value"] == {"n": 1}
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(f"http://{host}:{port}/stores/x/0/get?key=a")
+        assert err.value.code == 404
+        assert json.loads(err.value.read())["stores"] == ["counts"]
+        with pytest.raises(QueryError, match="cannot listen on 127.0.0.1"):
+            QueryServer("127.0.0.1", port, {}, Mailbox())
+    finally:
+        server.stop()
+        stopped.set()
+        loop.join(5)
+    assert mailbox.ask(Query("counts", 0, "get", keys=(b"a",))).body == {
+        "error": "the job is stopping"}
