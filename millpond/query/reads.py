@@ -8,6 +8,11 @@ neither fills nor reorders the cache, counts no hit or miss and writes nothing d
 task's own scan would write the cache's dirty entries down first; a query lays them over
 the engine's scan instead).
 
+A get finds the cache's entry by the key as the key serde decodes it, which is the task's
+own key unless the task writes keys of another type that serialize alike (a ``str`` under
+the ``uuid`` serde, which decodes a ``UUID``): such a key's unwritten value is not seen by a
+get until it is written down (at the next commit at the latest); scans see it.
+
 Scans (range, prefix) return at most ``limit`` entries in key order (the order of the
 serialized keys, as every store scan) and a continuation token: the serialized key of the
 first entry not returned, so the next page starts exactly there and a sequence of pages
@@ -147,7 +152,12 @@ def _get(view: StoreView, keys: tuple[bytes, ...]) -> tuple[list[dict[str, Any]]
     missing: list[Any] = []
     for kb in keys:
         key = kdec(kb)
-        value = view.cache.peek(key) if view.cache is not None else NOT_CACHED
+        value: Any = NOT_CACHED
+        if view.cache is not None:
+            try:
+                value = view.cache.peek(key)
+            except TypeError:  # decodes unhashable (a json list for the task's tuple key)
+                value = dict(_overlay(view, kb, kb + b"\x00")).get(kb, NOT_CACHED)
         if value is NOT_CACHED:
             data = view.engine.get(kb)
             value = None if data is None else vdec(data)

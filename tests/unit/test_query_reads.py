@@ -267,3 +267,13 @@ def test_the_server_over_http_and_a_taken_port() -> None:
         loop.join(5)
     assert mailbox.ask(Query("counts", 0, "get", keys=(b"a",))).body == {
         "error": "the job is stopping"}
+
+
+def test_a_key_that_decodes_unhashable_is_read_from_the_dirty_entries() -> None:
+    engine = InMemoryEngine()
+    json_keys = StoreView(JsonSerde(), JsonSerde(), engine, None)
+    cache = CachedStore(SerializedStore(engine, JsonSerde(), JsonSerde(), "t"), "t")
+    view = StoreView(json_keys.key_serde, json_keys.msg_serde, engine, cache)
+    cache.put(("a", 1), 5)  # a tuple key: json decodes it as a list
+    got = answer(Query("t", 0, "get", keys=(b'["a",1]',)), Tasks({0: {"t": view}}))
+    assert got.body["entries"] == [{"key": ["a", 1], "value": 5}]
