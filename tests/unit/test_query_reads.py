@@ -277,3 +277,24 @@ def test_a_key_that_decodes_unhashable_is_read_from_the_dirty_entries() -> None:
     cache.put(("a", 1), 5)  # a tuple key: json decodes it as a list
     got = answer(Query("t", 0, "get", keys=(b'["a",1]',)), Tasks({0: {"t": view}}))
     assert got.body["entries"] == [{"key": ["a", 1], "value": 5}]
+
+
+def test_avro_values_render_as_their_fields() -> None:
+    import datetime
+
+    from millpond.serdes.avro import AvroSerde
+
+    schema = {"type": "record", "name": "View", "fields": [
+        {"name": "user", "type": "string"}, {"name": "raw", "type": "bytes"},
+        {"name": "note", "type": ["null", "string"]},
+        {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}}]}
+    avro = AvroSerde(schema)
+    engine = InMemoryEngine()
+    at = datetime.datetime(2026, 11, 26, 12, 0, tzinfo=datetime.UTC)
+    engine.put(b"u1", avro.to_bytes({"user": "u1", "raw": b"\x00\x01", "note": None, "at": at}))
+    tasks = Tasks({0: {"views": StoreView(StringSerde(), avro, engine)}})
+    parsed = parse_request("/stores/views/0/get?key=u1", {"views": (StringSerde(), avro)})
+    assert isinstance(parsed, Query)
+    got = single(answer(parsed, tasks)).body
+    assert got["value"] == {"user": "u1", "raw": "AAE=", "note": None,
+                            "at": "2026-11-26T12:00:00+00:00"}
