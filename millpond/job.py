@@ -14,7 +14,7 @@ from typing import Any
 from confluent_kafka import Consumer
 
 from millpond.changelog.checkpoint import Checkpoint, checkpoint_topic, read_checkpoints
-from millpond.changelog.errors import ChangelogError
+from millpond.changelog.errors import ChangelogRefusedError
 from millpond.changelog.generations import job_topics, resolve
 from millpond.changelog.guarantees import STATE_ISOLATION, Guarantee
 from millpond.config import Config, StoreConfig
@@ -106,7 +106,7 @@ class Job:
             return self.config.stores[name]
         except KeyError:
             known = ", ".join(sorted(self.config.stores)) or "none"
-            raise ChangelogError(f"no store {name!r} in the config (stores: {known})") from None
+            raise ChangelogRefusedError(f"no store {name!r} in the config (stores: {known})") from None
 
     def stores(self, only: str | None) -> list[StoreConfig]:
         return [self.store(only)] if only else list(self.config.stores.values())
@@ -124,7 +124,7 @@ class Job:
         topic = self.changelog(store) if store.changelog else self.config.job.inputs[0].topic
         n = self.admin.partition_count(topic)
         if n is None:
-            raise ChangelogError(f"topic {topic} of store {store.name} does not exist")
+            raise ChangelogRefusedError(f"topic {topic} of store {store.name} does not exist")
         return list(range(n))
 
     def partitions_of_inputs(self) -> list[int]:
@@ -132,7 +132,7 @@ class Job:
         topic = self.config.job.inputs[0].topic
         n = self.admin.partition_count(topic)
         if n is None:
-            raise ChangelogError(f"input topic {topic} does not exist; create it with "
+            raise ChangelogRefusedError(f"input topic {topic} does not exist; create it with "
                                  "`millpond topics create --config ... --partitions N`")
         return list(range(n))
 

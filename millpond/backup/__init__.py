@@ -13,7 +13,12 @@ import atexit
 import logging
 from pathlib import Path
 
-from millpond.backup.errors import BackupError, BackupUnavailableError, SnapshotCorruptError
+from millpond.backup.errors import (
+    BackupConfigError,
+    BackupError,
+    BackupUnavailableError,
+    SnapshotCorruptError,
+)
 from millpond.backup.location import BackupLocation
 from millpond.backup.manifest import Manifest
 from millpond.backup.uploader import BackupUploader
@@ -42,7 +47,7 @@ class StateBackups:
     def __init__(self, config: Config, *, upload: bool = True) -> None:
         backup = config.backup
         if backup is None:
-            raise BackupUnavailableError("job.state.backup.uri is not set")
+            raise BackupConfigError("job.state.backup.uri is not set")
         self.config = backup
         self.location = BackupLocation.from_config(config, backup)
         self.uploader: BackupUploader | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from millpond.config.errors import ConfigError
 from millpond.errors import MillpondError
 
 
@@ -15,3 +16,8 @@ class BackupUnavailableError(BackupError):
 
 class SnapshotCorruptError(BackupError):
     """A snapshot's manifest or files do not match (size, checksum, missing file)."""
+
+
+class BackupConfigError(ConfigError, BackupUnavailableError):
+    """job.state.backup.uri cannot be used as set: not set, not a URI fsspec can open, its
+    filesystem library is missing, or its bucket does not exist (exit 2)."""

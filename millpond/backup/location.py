@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from millpond.backup.errors import BackupUnavailableError, SnapshotCorruptError
+from millpond.backup.errors import BackupConfigError, SnapshotCorruptError
 from millpond.backup.manifest import MANIFEST, FileEntry, Manifest, sha256_file
 from millpond.changelog import local
 from millpond.changelog.checkpoint import task_name
@@ -58,7 +58,7 @@ def _filesystem(uri: str, options: dict[str, Any]) -> tuple[Any, str]:
     try:
         from fsspec.core import url_to_fs
     except ImportError as exc:
-        raise BackupUnavailableError(
+        raise BackupConfigError(
             "job.state.backup.uri needs fsspec (and s3fs for s3://): "
             "pip install 'millpond[s3]'") from exc
     opts = dict(options)
@@ -67,7 +67,7 @@ def _filesystem(uri: str, options: dict[str, Any]) -> tuple[Any, str]:
     try:
         return url_to_fs(uri, **opts)
     except (ImportError, ValueError) as exc:
-        raise BackupUnavailableError(f"backup URI {uri}: {exc}") from exc
+        raise BackupConfigError(f"backup URI {uri}: {exc}") from exc
 
 
 class BackupLocation:
@@ -89,7 +89,7 @@ class BackupLocation:
         """The location ``job.state.backup.*`` names for ``config``'s job."""
         backup = backup or config.backup
         if backup is None:
-            raise BackupUnavailableError("job.state.backup.uri is not set")
+            raise BackupConfigError("job.state.backup.uri is not set")
         return cls(backup.uri, f"{config.job.name}-{config.job.id}", backup.options,
                    config.job.state_permissions)
 
@@ -137,7 +137,7 @@ class BackupLocation:
         try:  # not fs.exists(): s3fs says True for a missing bucket
             self.fs.info(bucket)
         except FileNotFoundError:
-            raise BackupUnavailableError(f"backup URI {self.uri}: bucket {bucket!r} does not "
+            raise BackupConfigError(f"backup URI {self.uri}: bucket {bucket!r} does not "
                                          "exist (uploads cannot create it)") from None
         self._bucket_seen = True
 

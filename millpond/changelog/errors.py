@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from millpond.errors import MillpondError
+from millpond.errors import USER_ERROR, MillpondError
 
 
 class ChangelogError(MillpondError):
@@ -18,7 +18,9 @@ class ChangelogLostError(ChangelogError):
 
 
 class StoreLockedError(ChangelogError):
-    """Another process holds the local store directory of this task."""
+    """Another process holds the local store directory of this task (nothing changed)."""
+
+    exit_code = USER_ERROR
 
 
 class GenerationError(ChangelogError):
@@ -28,3 +30,17 @@ class GenerationError(ChangelogError):
 class BadChangelogRecordError(ChangelogError):
     """A changelog record being restored does not decode with the store's serdes
     (``stores.<store>.changelog.bad.records=fail``)."""
+
+
+class ChangelogRefusedError(ChangelogError):
+    """A command (or a job's start) refused what it cannot do: a store or topic it names does
+    not exist, nothing to re-seed from; nothing changed (exit 2)."""
+
+    exit_code = USER_ERROR
+
+
+class CheckpointRefusedError(CheckpointError):
+    """``checkpoint set|drop`` refused what it cannot mean or may not do now (an offset out
+    of range, a partition the job does not have, a running job); nothing written (exit 2)."""
+
+    exit_code = USER_ERROR

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from millpond.errors import MillpondError
+from millpond.errors import USER_ERROR, MillpondError
 
 
 class ConfigError(MillpondError):
@@ -11,6 +11,8 @@ class ConfigError(MillpondError):
     ``str()`` reads like ``job.properties:12: stores.foo.key.serde: <what is wrong>``; the
     location and key parts are left out when unknown.
     """
+
+    exit_code = USER_ERROR
 
     def __init__(
         self,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from millpond.errors import MillpondError
+from millpond.errors import USER_ERROR, MillpondError
 
 
 class DevError(MillpondError):
@@ -10,7 +10,9 @@ class DevError(MillpondError):
 
 
 class ToolMissingError(DevError):
-    """A required external tool (Java 17+, Maven) is missing or too old."""
+    """A required external tool (Java 17+, Maven) is missing or too old: install it."""
+
+    exit_code = USER_ERROR
 
 
 class ProvisionError(DevError):
@@ -19,3 +21,10 @@ class ProvisionError(DevError):
 
 class BrokerStartError(DevError):
     """The broker process did not start or did not become ready in time."""
+
+
+class PortInUseError(BrokerStartError):
+    """The port a dev server was asked to listen on is taken by another process: stop it or
+    choose another port (nothing was started)."""
+
+    exit_code = USER_ERROR

@@ -24,7 +24,7 @@ from typing import Any
 
 from millpond.dev import procs
 from millpond.dev import properties as java_properties
-from millpond.dev.errors import BrokerStartError, ToolMissingError
+from millpond.dev.errors import BrokerStartError, PortInUseError, ToolMissingError
 from millpond.dev.maven import COMPLETE_MARKER, fetch_jars
 from millpond.dev.tls import write_private
 
@@ -266,7 +266,7 @@ class LocalKafka:
         require_java17()
         for port in (self.port, self.controller_port):
             if not _port_free(port):
-                raise BrokerStartError(
+                raise PortInUseError(
                     f"port 127.0.0.1:{port} is already in use by another process; stop it or "
                     f"choose another port (millpond dev kafka --port N start)")
         libs = provision(self.version, echo)

@@ -19,7 +19,7 @@ from typing import Any
 
 from millpond.dev import procs
 from millpond.dev import properties as java_properties
-from millpond.dev.errors import BrokerStartError
+from millpond.dev.errors import BrokerStartError, PortInUseError
 from millpond.dev.kafka import Echo, _port_free, _quiet, cache_root, require_java17
 from millpond.dev.maven import COMPLETE_MARKER, fetch_jars
 
@@ -119,7 +119,7 @@ class LocalS3:
             self.wait_ready(timeout)
             return self.endpoint
         if not _port_free(self.port):
-            raise BrokerStartError(
+            raise PortInUseError(
                 f"port 127.0.0.1:{self.port} is already in use by another process; stop it or "
                 "choose another port (millpond dev s3 --port N start)")
         libs = provision(self.version, echo)

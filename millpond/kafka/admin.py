@@ -11,7 +11,12 @@ from confluent_kafka.admin import ConfigResource, NewTopic
 
 from millpond.kafka import clients
 from millpond.kafka.denials import denied, is_denied
-from millpond.kafka.errors import BrokerUnreachableError, OutputTopicError, TopicError
+from millpond.kafka.errors import (
+    BrokerUnreachableError,
+    OutputTopicError,
+    TopicError,
+    TopicUnavailableError,
+)
 from millpond.kafka.faults import ClientFaults
 
 TIMEOUT = 30.0
@@ -110,7 +115,7 @@ class TopicAdmin:
             if is_denied(md.error):
                 raise denied(md.error, topic, "Describe")
             if md.error.code() not in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC):
-                raise TopicError(f"topic {topic}: {md.error.str()}")
+                raise TopicUnavailableError(f"topic {topic}: {md.error.str()}")
             return None
         return len(md.partitions)
 
@@ -134,7 +139,7 @@ class TopicAdmin:
                 return
             if is_denied(error):
                 raise denied(error, topic, "Create") from exc
-            raise TopicError(f"could not create {what} topic {topic}: {exc}") from exc
+            raise TopicUnavailableError(f"could not create {what} topic {topic}: {exc}") from exc
 
     def ensure_compacted(
         self, topic: str, partitions: int, replication: int | None = None,
@@ -175,7 +180,7 @@ class TopicAdmin:
             if count is not None:
                 return count
             if time.monotonic() >= deadline:
-                raise TopicError(
+                raise TopicUnavailableError(
                     f"{what} topic {topic} was created but the cluster's metadata did not show "
                     f"it within {timeout:.0f}s; check the brokers, and that this principal may "
                     "Describe the topic")
@@ -191,7 +196,7 @@ class TopicAdmin:
         try:
             future.result(timeout=TIMEOUT)
         except KafkaException as exc:
-            raise TopicError(f"could not grow topic {topic} to {total} partitions: "
+            raise TopicUnavailableError(f"could not grow topic {topic} to {total} partitions: "
                                       f"{exc}") from exc
 
     def ensure_topic(self, topic: str, partitions: int, config: Mapping[str, str] | None = None) -> None:

@@ -2,20 +2,34 @@
 
 from __future__ import annotations
 
-from millpond.errors import MillpondError
+from millpond.errors import RUNTIME_FAILURE, USER_ERROR, MillpondError
 
 
 class KafkaClientError(MillpondError):
-    """Base class for errors of millpond's Kafka clients (admin, producer, readers)."""
+    """Base class for errors of millpond's Kafka clients (admin, producer, readers): a
+    runtime failure unless a subclass says otherwise."""
 
 
 class TopicError(KafkaClientError):
     """A topic the job needs cannot serve: a missing input, unequal input partition counts,
-    or a changelog/checkpoint topic with the wrong partition count or cleanup policy."""
+    or a changelog/checkpoint topic with the wrong partition count or cleanup policy: the
+    job's topics do not fit the job, the operator's to fix (exit 2)."""
+
+    exit_code = USER_ERROR
+
+
+class TopicUnavailableError(TopicError):
+    """Kafka could not describe, create or grow a topic the job needs, or its metadata did
+    not show a created topic in time: a runtime failure."""
+
+    exit_code = RUNTIME_FAILURE
 
 
 class OutputTopicError(TopicError):
-    """An output topic a task sends to does not exist and could not be created."""
+    """An output topic a task sends to does not exist and could not be created (while the
+    job runs: a runtime failure)."""
+
+    exit_code = RUNTIME_FAILURE
 
 
 class DeliveryError(KafkaClientError):
@@ -71,7 +85,10 @@ class AuthorizationError(KafkaClientError):
 
 class AuthenticationError(KafkaClientError):
     """The client could not authenticate or set up TLS with the brokers (a wrong password,
-    an untrusted certificate, a security.protocol the listener does not speak)."""
+    an untrusted certificate, a security.protocol the listener does not speak): the job's
+    security settings are the operator's to fix (exit 2)."""
+
+    exit_code = USER_ERROR
 
 
 class TlsCertificateError(AuthenticationError):

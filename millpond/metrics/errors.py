@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from millpond.config.errors import ConfigError
-from millpond.errors import MillpondError
+from millpond.errors import USER_ERROR, MillpondError
 
 
 class MetricsError(MillpondError):
-    """A metrics reporter could not start (e.g. its port is taken)."""
+    """A metrics reporter could not start (e.g. its port is taken: set another one)."""
+
+    exit_code = USER_ERROR
 
 
 class MetricsConfigError(ConfigError, MetricsError):

@@ -15,7 +15,12 @@ from millpond.changelog.checkpoint import (
     DamagedRecord,
     task_name,
 )
-from millpond.changelog.errors import ChangelogError, CheckpointError, StoreLockedError
+from millpond.changelog.errors import (
+    ChangelogRefusedError,
+    CheckpointError,
+    CheckpointRefusedError,
+    StoreLockedError,
+)
 from millpond.changelog.generations import job_topics, resolve
 from millpond.changelog.restore import RestoreListener, RestoreStats
 from millpond.config import StoreConfig
@@ -47,7 +52,7 @@ def restore(
         topic = resolve(job.config, cfg, topics)
         count = job.admin.partition_count(topic)
         if partitions is None and count is None:
-            raise ChangelogError(f"changelog {topic} of store {cfg.name} does not exist")
+            raise ChangelogRefusedError(f"changelog {topic} of store {cfg.name} does not exist")
         plan += [(cfg, p) for p in (partitions if partitions is not None else range(count or 0))]
     # Every store directory is locked before any is wiped: one a job holds stops the
     # restore with nothing changed.
@@ -124,7 +129,7 @@ def set_checkpoint(job: Job, partition: int, inputs: dict[str, int], force: bool
     checkpoint written and, with ``force``, a line for each check it overrode."""
     tasks = job.partitions_of_inputs()  # also: the first input exists
     if partition not in tasks:
-        raise CheckpointError(
+        raise CheckpointRefusedError(
             f"--partition {partition}: the job has tasks 0..{len(tasks) - 1} (one per "
             f"partition of {job.config.job.inputs[0].topic}); nothing written")
     valid = [ref.topic for ref in job.config.job.inputs]
@@ -134,7 +139,7 @@ def set_checkpoint(job: Job, partition: int, inputs: dict[str, int], force: bool
         if topic not in valid and topic.startswith("kafka.") and topic[6:] in valid:
             topic = topic[6:]  # task.inputs' spelling
         if offset < 0:
-            raise CheckpointError(
+            raise CheckpointRefusedError(
                 f"--offset {topic}={offset}: an offset is the next record to process, 0 or "
                 "more (the partition's valid range: `millpond status`); nothing written")
         checked[topic] = offset
@@ -142,7 +147,7 @@ def set_checkpoint(job: Job, partition: int, inputs: dict[str, int], force: bool
             why = (f"--offset {topic}={offset}: {topic} is not an input of job "
                    f"{job.config.job.name} (its inputs: {', '.join(valid)})")
             if not force:
-                raise CheckpointError(f"{why}; nothing written (--force writes it anyway)")
+                raise CheckpointRefusedError(f"{why}; nothing written (--force writes it anyway)")
             forced.append(f"{why}; written as --force asked")
             continue
         low, high = _offset_range(job, topic, partition)
@@ -150,11 +155,11 @@ def set_checkpoint(job: Job, partition: int, inputs: dict[str, int], force: bool
             why = (f"--offset {topic}={offset}: {topic}[{partition}] holds offsets "
                    f"{low}..{high} (log start..log end; {high} resumes after its last record)")
             if not force:
-                raise CheckpointError(f"{why}; nothing written (--force writes it anyway: a "
+                raise CheckpointRefusedError(f"{why}; nothing written (--force writes it anyway: a "
                                       "run then moves it per auto.offset.reset)")
             forced.append(f"{why}; written as --force asked")
     if group_active(job):
-        raise CheckpointError(
+        raise CheckpointRefusedError(
             f"job {job.config.job.name} has live members in consumer group {job.group_id}; "
             "stop every process before setting checkpoints")
     current = job.checkpoints(lenient=True).get(task_name(partition))
@@ -194,7 +199,7 @@ def drop_record(job: Job, partition: int, offset: int) -> DamagedRecord:
 
     topic = job.checkpoint_topic
     if job.admin.partition_count(topic) is None:
-        raise CheckpointError(f"the job has no checkpoint topic {topic}; nothing to drop")
+        raise CheckpointRefusedError(f"the job has no checkpoint topic {topic}; nothing to drop")
     consumer = job.consumer()
     try:
         low, high = watermarks(consumer, topic, partition)
@@ -204,13 +209,13 @@ def drop_record(job: Job, partition: int, offset: int) -> DamagedRecord:
     finally:
         consumer.close()
     if not found:
-        raise CheckpointError(f"{topic}[{partition}]@{offset}: no committed record there (the "
+        raise CheckpointRefusedError(f"{topic}[{partition}]@{offset}: no committed record there (the "
                               f"partition holds offsets {low}..{high - 1}); nothing written")
     msg = found[0]
     raw = msg.key() or b""
     record = DamagedRecord(topic, partition, offset, raw, "")
     if msg.value() is None:
-        raise CheckpointError(f"{record.where} is a tombstone already; nothing written")
+        raise CheckpointRefusedError(f"{record.where} is a tombstone already; nothing written")
     try:
         key = raw.decode()
     except UnicodeDecodeError:
@@ -221,7 +226,7 @@ def drop_record(job: Job, partition: int, offset: int) -> DamagedRecord:
             what = "a readable checkpoint"
         except CheckpointError:
             what = "an unreadable checkpoint"
-        raise CheckpointError(
+        raise CheckpointRefusedError(
             f"{record.where} is {what} of task {key}: a tombstone would remove the task's "
             f"position altogether; write a valid one with `millpond checkpoint set "
             f"--partition {partition} --offset TOPIC=OFFSET` instead; nothing written")
@@ -279,7 +284,7 @@ def _reseed(job: Job, stores: list[StoreConfig], parts: list[int],
     for cfg in stores:  # every store is usable before anything is written
         for p in parts:
             if local_start(live_dir(cfg, p), topics[cfg.name], p) is None:
-                raise ChangelogError(f"no usable local state for {cfg.name} partition {p} "
+                raise ChangelogRefusedError(f"no usable local state for {cfg.name} partition {p} "
                                      f"in {live_dir(cfg, p)}; nothing to re-seed from, "
                                      "nothing written")
     for cfg in stores:

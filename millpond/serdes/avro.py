@@ -15,7 +15,7 @@ from typing import Any
 from fastavro import parse_schema, schemaless_reader, schemaless_writer
 
 from millpond.serdes.api import Serde
-from millpond.serdes.errors import SerdeError
+from millpond.serdes.errors import SerdeConfigError, SerdeError
 
 
 def load_schema(
@@ -29,11 +29,11 @@ def load_schema(
         try:
             schema = json.loads(text)
         except ValueError as exc:
-            raise SerdeError(name, f"schema is not valid JSON: {exc}", location=location) from exc
+            raise SerdeConfigError(name, f"schema is not valid JSON: {exc}", location=location) from exc
     try:
         return parse_schema(schema)
     except Exception as exc:  # fastavro raises several types for bad schemas
-        raise SerdeError(name, f"invalid Avro schema: {exc}", location=location) from exc
+        raise SerdeConfigError(name, f"invalid Avro schema: {exc}", location=location) from exc
 
 
 def _read_avsc(name: str, path_text: str, location: str | None) -> str:
@@ -46,7 +46,7 @@ def _read_avsc(name: str, path_text: str, location: str | None) -> str:
         if candidate.is_file():
             return candidate.read_text(encoding="utf-8")
     tried = ", ".join(str(c) for c in candidates)
-    raise SerdeError(name, f"schema file not found (tried {tried})", location=location)
+    raise SerdeConfigError(name, f"schema file not found (tried {tried})", location=location)
 
 
 class AvroSerde(Serde[Any]):

@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 
 from millpond.serdes.api import Serde
-from millpond.serdes.errors import SerdeError
+from millpond.serdes.errors import SerdeConfigError, SerdeError
 
 
 def _describe(obj: object) -> str:
@@ -43,7 +43,7 @@ class StringSerde(Serde[str]):
         try:
             self.encoding = codecs.lookup(encoding).name
         except LookupError as exc:
-            raise SerdeError(name, f"unknown encoding {encoding!r}") from exc
+            raise SerdeConfigError(name, f"unknown encoding {encoding!r}") from exc
         self._utf8 = self.encoding == "utf-8"
 
     def to_bytes(self, obj: str) -> bytes:

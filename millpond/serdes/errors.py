@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from millpond.errors import MillpondError
+from millpond.errors import USER_ERROR, MillpondError
 
 
 class SerdeError(MillpondError):
@@ -38,3 +38,11 @@ class SerdeError(MillpondError):
         where = f"{self.location}: " if self.location else ""
         store = f"store {self.store!r}: " if self.store else ""
         return f"{where}{store}serde {self.serde!r}: {self.detail}"
+
+
+class SerdeConfigError(SerdeError):
+    """A serde could not be built as configured (an unknown factory, a bad Avro schema, a
+    class that cannot be imported): exit 2. A value that does not (de)serialize is a plain
+    :class:`SerdeError`, a runtime failure."""
+
+    exit_code = USER_ERROR

@@ -31,7 +31,7 @@ from millpond.serdes.builtins import (
     StringSerde,
     UUIDSerde,
 )
-from millpond.serdes.errors import SerdeError
+from millpond.serdes.errors import SerdeConfigError, SerdeError
 
 
 class SerdeSpecLike(Protocol):
@@ -53,7 +53,7 @@ def _string(name: str, params: Mapping[str, str], location: str) -> Serde[Any]:
 
 def _avro(name: str, params: Mapping[str, str], location: str) -> Serde[Any]:
     if "schema" not in params:
-        raise SerdeError(name, f"avro needs serializers.registry.{name}.schema", location=location)
+        raise SerdeConfigError(name, f"avro needs serializers.registry.{name}.schema", location=location)
     return AvroSerde(params["schema"], name=name, location=location)
 
 
@@ -102,13 +102,13 @@ def build_serde(spec: SerdeSpecLike) -> Serde[Any]:
     builder = BUILTINS.get(short)
     try:
         if factory in SAMZA_UNSUPPORTED:
-            raise SerdeError(spec.name, f"{factory} is not supported: "
+            raise SerdeConfigError(spec.name, f"{factory} is not supported: "
                                         f"{SAMZA_UNSUPPORTED[factory]}")
         if builder is not None:
             return builder(spec.name, spec.params, spec.location)
         if "." not in factory:
             known = ", ".join(sorted(BUILTINS))
-            raise SerdeError(
+            raise SerdeConfigError(
                 spec.name,
                 f"unknown serde factory {factory!r} (built-ins: {known}; "
                 "or give a Samza serde factory class or a dotted Python path)",
@@ -125,16 +125,16 @@ def _from_dotted_path(name: str, path: str, params: Mapping[str, str]) -> Serde[
     try:
         target = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
-        raise SerdeError(name, f"cannot import {path!r}: {exc}") from exc
+        raise SerdeConfigError(name, f"cannot import {path!r}: {exc}") from exc
     serde: Any = target
     if callable(target) and not _is_serde(target):
         kwargs = dict(params) if _accepts(target, params) else {}
         try:
             serde = target(**kwargs)
         except Exception as exc:
-            raise SerdeError(name, f"{path}({_show(kwargs)}) failed: {exc}") from exc
+            raise SerdeConfigError(name, f"{path}({_show(kwargs)}) failed: {exc}") from exc
     if not _is_serde(serde):
-        raise SerdeError(
+        raise SerdeConfigError(
             name, f"{path} did not give a serde (need to_bytes and from_bytes methods)"
         )
     if not isinstance(getattr(serde, "name", None), str):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from millpond.errors import MillpondError
+from millpond.errors import USER_ERROR, MillpondError
 
 
 class SideInputsError(MillpondError):
@@ -12,6 +12,8 @@ class SideInputsError(MillpondError):
 
 class SideInputsConfigError(SideInputsError):
     """The side inputs cannot work as configured (processor class, topics, partitions)."""
+
+    exit_code = USER_ERROR
 
 
 class SideInputProcessingError(SideInputsError):
@@ -24,3 +26,5 @@ class SideInputsStalledError(SideInputsError):
 
 class ReadOnlyStoreError(SideInputsError):
     """A task tried to write to a store that only its side inputs fill."""
+
+    exit_code = USER_ERROR

@@ -19,7 +19,7 @@ from typing import Any
 
 import click
 
-from millpond.clibase import BoundaryGroup, MillpondFailure
+from millpond.clibase import BoundaryGroup, MillpondFailure, RuntimeFailure
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,7 @@ def _load(config_path: Path, overrides: Sequence[str]) -> Any:
 
 
 def _run(job: Callable[[], Any], progress: str | None = None, settings: Any = None) -> Any:
-    """Run ``job`` (a ``MillpondError`` it raises becomes one line and exit code 2 at the
+    """Run ``job`` (a ``MillpondError`` it raises becomes one line and its exit code at the
     group's boundary); with ``progress``, its Spark tasks are shown as that
     (millpond.spark.progress). Spark running out of memory becomes a ``SparkMemoryError``
     naming the option to raise (given the command's ``settings``)."""
@@ -332,8 +332,8 @@ def jars_cmd() -> None:
             stop_spark()
             jars = connector_jars()
         if jars is None:
-            raise MillpondFailure("the Kafka connector's jars could not be resolved; use "
-                            "spark-submit --packages instead")
+            raise RuntimeFailure("the Kafka connector's jars could not be resolved; use "
+                                 "spark-submit --packages instead")
         return ",".join(jars)
 
     click.echo(_run(resolve))

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from millpond.errors import RUNTIME_FAILURE
 from millpond.serdes import SAMZA_ALIASES
 from millpond.spark.errors import SparkJobError
 
@@ -106,6 +107,8 @@ def to_json(obj: Any) -> str:
 
 class DecodeError(SparkJobError):
     """A changelog record the store's serde cannot decode (raised inside Spark workers)."""
+
+    exit_code = RUNTIME_FAILURE  # damaged data, as for a restore
 
 
 def make_decoder(spec: SerdeSpec, kind: str, what: str, store: str) -> Callable[..., Any]:

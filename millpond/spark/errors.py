@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from millpond.errors import MillpondError
+from millpond.errors import RUNTIME_FAILURE, USER_ERROR, MillpondError
 
 
 class SparkJobError(MillpondError):
-    """Base class: a Spark job over changelogs could not do what was asked."""
+    """Base class: a Spark job over changelogs could not do what was asked (mostly refused:
+    bad arguments, a running job, an undrained input; exit 2)."""
+
+    exit_code = USER_ERROR
 
 
 class SparkUnavailableError(SparkJobError):
@@ -16,6 +19,15 @@ class SparkUnavailableError(SparkJobError):
 class SourceError(SparkJobError):
     """A changelog or checkpoint topic cannot be read (missing topic, broker, offsets)."""
 
+    exit_code = RUNTIME_FAILURE
+
+
+class SourceConfigError(SourceError):
+    """The store a command names is not in the job's config, or its changelog system has no
+    brokers configured (exit 2)."""
+
+    exit_code = USER_ERROR
+
 
 class StateDirError(SparkJobError):
     """A local store directory cannot be written (rebuild) or read (audit)."""
@@ -23,6 +35,8 @@ class StateDirError(SparkJobError):
 
 class SnapshotError(SparkJobError):
     """The streaming snapshot's output directory is inconsistent or cannot be advanced."""
+
+    exit_code = RUNTIME_FAILURE
 
 
 class BootstrapError(SparkJobError):
@@ -44,3 +58,5 @@ class KafkaSettingsError(SparkJobError):
 class SparkMemoryError(SparkJobError):
     """Spark ran out of memory (a JVM heap, a task result, a Python worker); the message
     names the option to raise."""
+
+    exit_code = RUNTIME_FAILURE

@@ -24,7 +24,7 @@ from millpond.changelog.generations import changelog_topic
 from millpond.changelog.guarantees import STATE_ISOLATION
 from millpond.job import Job
 from millpond.kafka import clients
-from millpond.spark.errors import SourceError
+from millpond.spark.errors import SourceConfigError, SourceError
 from millpond.spark.kafka_options import java_kafka_options
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ def store_config(config: Config, store: str) -> StoreConfig:
         return config.stores[store]
     except KeyError:
         known = ", ".join(sorted(config.stores)) or "none"
-        raise SourceError(f"no store {store!r} in the job config (stores: {known})") from None
+        raise SourceConfigError(f"no store {store!r} in the job config (stores: {known})") from None
 
 
 def changelog_of(
@@ -94,7 +94,7 @@ def changelog_of(
     topic = changelog_topic(config.job.name, config.job.id, store, configured)
     system = config.systems.get(system_name)
     if system is None or not system.bootstrap_servers:
-        raise SourceError(
+        raise SourceConfigError(
             f"store {store!r}: changelog system {system_name!r} has no brokers; set "
             f"systems.{system_name}.bootstrap.servers (at {config.location(f'systems.{system_name}.bootstrap.servers')})"
         )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from millpond.errors import MillpondError
+from millpond.errors import USER_ERROR, MillpondError
 
 
 class StoreError(MillpondError):
@@ -28,15 +28,21 @@ class StoreError(MillpondError):
 
 
 class StoreClosedError(StoreError):
-    """The store, or an iterator over it, was used after close()."""
+    """The store, or an iterator over it, was used after close() (by the task's code)."""
+
+    exit_code = USER_ERROR
 
 
 class NoneEntryError(StoreError, ValueError):
     """A None key or value was given: stores hold no None (use delete() to remove a key)."""
 
+    exit_code = USER_ERROR
+
 
 class StoreConfigError(StoreError, ValueError):
     """A store setting (e.g. rocksdb.compression) has a value the store cannot use."""
+
+    exit_code = USER_ERROR
 
 
 class LargeMessageError(StoreError):
@@ -47,3 +53,5 @@ class LargeMessageError(StoreError):
 class StatePermissionsError(StoreError):
     """A directory of the job's local state cannot be given job.state.permissions' mode
     (another user owns it)."""
+
+    exit_code = USER_ERROR

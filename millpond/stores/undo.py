@@ -14,6 +14,10 @@ then first reads the prior values of the record's clean keys from below, so the 
 those values back as dirty entries: the next write-down writes them to the engine and the
 changelog again, and the store ends as if the record had never run.
 
+A task that keeps state in memory beside its stores (a dataflow's stream time, its next
+window end and earliest timer) puts it back after the undo: the run loop calls the task's
+``undo_record()`` (``DataflowTask``: each operator reads them back from its store).
+
 Not undone: an in-place mutation of a cached object without a ``put`` (the cache never
 sees it), nor one of an object that an earlier record put and that is not written down yet
 (the prior value is that same object). Put a new object instead of mutating a stored one.

@@ -3,7 +3,7 @@ raised."""
 
 from __future__ import annotations
 
-from millpond.errors import MillpondError
+from millpond.errors import USER_ERROR, MillpondError
 
 
 class StreamsError(MillpondError):
@@ -14,6 +14,8 @@ class DataflowError(StreamsError):
     """The dataflow is declared wrongly: a missing or repeated name, a ``merge`` of another
     app's stream, or an ``app.class`` that cannot be imported, is not a
     ``millpond.streams.App`` or reads no topic."""
+
+    exit_code = USER_ERROR
 
 
 class OperatorError(StreamsError):
@@ -33,3 +35,4 @@ class TimerError(OperatorError):
     stops (the timer is still set in the last commit, and fires again on restart)."""
 
     not_the_message = True  # the run loop's marker: stop, do not apply the error policy
+    exit_code = USER_ERROR  # the user's code, as a task's window() raising

@@ -319,6 +319,22 @@ class Clock:
         self.next_processing = NEVER
         # called with the wall clock (ms) in window(): windows that close when idle
         self.ticks: list[Callable[[int], None]] = []
+        # called by undo(): each window or join operator reads back what it keeps in memory
+        self.reloads: list[Callable[[], None]] = []
+
+    def undo(self) -> None:
+        """A skipped record's store writes were undone: every operator reads back from its
+        store the stream time, the earliest timer and the earliest window end that the
+        record may have moved in memory, so the record leaves no trace (a skipped record
+        far ahead in event time neither closes windows nor fires timers)."""
+        for reload in self.reloads:
+            reload()
+        if self.operators:
+            for op in self.operators:
+                op.timers.reload()
+            self.stream_time = max(op.timers.stream_time for op in self.operators)
+            self.next_event = min(op.timers.next(EVENT) for op in self.operators)
+            self.next_processing = min(op.timers.next(PROCESSING) for op in self.operators)
 
     def add(self, op: TimedOperator) -> None:
         self.operators.append(op)
@@ -455,6 +471,11 @@ class DataflowTask(StreamTask):
         """Fire the processing-time timers that are due (``task.window.ms`` apart)."""
         self._env.collector = collector
         self._env.clock.fire_processing(wall_ms())
+
+    def undo_record(self) -> None:
+        """The run loop skipped the record being processed and undid its store writes:
+        put the operators' stream time (kept in memory too) back as the stores have it."""
+        self._env.clock.undo()
 
     def fused_steps(self, collector: MessageCollector) -> dict[str, Step]:
         """The run loop's fast path: one ``step(key, value, timestamp)`` per input topic,

@@ -56,9 +56,17 @@ class Timers:
 
     def __init__(self, store: Any) -> None:
         self._store = store
-        self.stream_time: int = store.get(STREAM_TIME) or -1
-        self._next = {EVENT: self._first(EVENT), PROCESSING: self._first(PROCESSING)}
+        self.stream_time: int = -1
+        self._next: dict[str, int] = {}
         self._set_during = NEVER  # the earliest timer set while due() hands timers out
+        self.reload()
+
+    def reload(self) -> None:
+        """Read the stream time and the earliest timers back from the store (at start, and
+        after a skipped record's writes were undone)."""
+        self.stream_time = self._store.get(STREAM_TIME) or -1
+        self._next = {EVENT: self._first(EVENT), PROCESSING: self._first(PROCESSING)}
+        self._set_during = NEVER
 
     def _first(self, domain: str) -> int:
         with self._store.range(f"{domain}|", f"{domain}}}") as it:

@@ -62,6 +62,17 @@ def _idle_ticks(spec: Any, env: Any, clock: dict[str, int], store: Any,
     return record
 
 
+def _reloads(env: Any, clock: dict[str, int], store: Any) -> None:
+    """After a skipped record's store writes were undone, the operator's stream time and
+    next window end come back from its store (the record may have moved them in memory)."""
+
+    def reload() -> None:
+        clock["now"] = store.get(STREAM_TIME) or -1
+        clock["next"] = first_end(store)
+
+    env.clock.reloads.append(reload)
+
+
 def _observe(t: int, clock: dict[str, int], store: Any,
              saw_record: Callable[[], None] | None) -> int:
     """A record of time ``t`` came: stream time moves on to it (kept in the store); returns
@@ -99,6 +110,7 @@ def time_window(node: Node, env: Any, emit: Step) -> Step:
     store = env.store(label)
     dumps = orjson.dumps
     clock = {"now": store.get(STREAM_TIME) or -1, "next": first_end(store)}
+    _reloads(env, clock, store)
     updated: set[str] = set()  # windows updated since the last early results by time
 
     def close() -> None:
@@ -208,6 +220,7 @@ def session_window(node: Node, env: Any, emit: Step) -> Step:
     store = env.store(label)
     dumps = orjson.dumps
     clock = {"now": store.get(STREAM_TIME) or -1, "next": first_end(store)}
+    _reloads(env, clock, store)
 
     def wkey(start: int, end: int, json_key: str) -> str:
         return f"{end + gap:0{WIDTH}d}|{start:0{WIDTH}d}|{json_key}"
@@ -330,10 +343,18 @@ class _JoinState:
 
     def __init__(self, store: Any) -> None:
         self.store = store
-        self.now: dict[str, int] = {side: store.get(f"{STREAM_TIME}|{side}") or -1
-                                    for side in "LR"}
-        self.seq: int = store.get(JOIN_SEQ) or 0
-        self.next = {side: self.first(side) for side in "LR"}
+        self.now: dict[str, int] = {}
+        self.seq = 0
+        self.next: dict[str, int] = {}
+        self.reload()
+
+    def reload(self) -> None:
+        """Read both sides' stream time, the sequence and the earliest buffered times back
+        from the store (at start, and after a skipped record's writes were undone); the
+        dicts are updated in place, as the sides' steps hold them."""
+        self.now.update({side: self.store.get(f"{STREAM_TIME}|{side}") or -1 for side in "LR"})
+        self.seq = self.store.get(JOIN_SEQ) or 0
+        self.next.update({side: self.first(side) for side in "LR"})
 
     def first(self, side: str) -> int:
         with self.store.range(f"x|{side}|", f"x|{side}}}") as it:
@@ -364,6 +385,7 @@ def window_join(node: Node, env: Any, emit: Step, shared: dict[int, Any]) -> Ste
     state = shared.get(id(spec))
     if state is None:
         state = shared[id(spec)] = _JoinState(env.store(name))
+        env.clock.reloads.append(state.reload)
     store, within, grace, fn, ts_of = state.store, spec.within, spec.grace, spec.fn, spec.timestamp
     unmatched_sent = spec.how in ("left", "outer") if other == "L" else spec.how == "outer"
     late_to, send = spec.late_to, env.send

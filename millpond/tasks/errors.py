@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from millpond.errors import MillpondError
+from millpond.errors import USER_ERROR, MillpondError
 
 if TYPE_CHECKING:
     from millpond.config import Config
@@ -17,9 +17,12 @@ class TaskError(MillpondError):
 class TaskConfigError(TaskError):
     """The job cannot start as configured (task.class, inputs, partitions)."""
 
+    exit_code = USER_ERROR
+
 
 class MessageError(TaskError):
-    """A message could not be deserialized or processed; names where it is."""
+    """A message could not be deserialized or processed; names where it is. A runtime
+    failure (exit 1): the job stops on a record it meets while running."""
 
     def __init__(self, topic: str, partition: int, offset: int, cause: BaseException, stage: str):
         self.topic, self.partition, self.offset, self.cause, self.stage = (
@@ -39,6 +42,8 @@ class UserCodeError(TaskError):
     """A method of the job's task class (``init``, ``window``, ``close``) raised: names the
     class, the method, the exception and the user's own frame where it was raised."""
 
+    exit_code = USER_ERROR
+
     def __init__(self, task: object, method: str, cause: BaseException) -> None:
         cls = type(task)
         self.cause = cause
@@ -52,6 +57,8 @@ class UserCodeError(TaskError):
 class StateDirError(TaskError):
     """A task's state directory cannot be made or written (read-only, not a directory, no
     permission): names the path, the reason and where job.logged.store.base.dir is set."""
+
+    exit_code = USER_ERROR
 
     def __init__(self, config: Config, partition: int, cause: OSError) -> None:
         key = "job.logged.store.base.dir"

@@ -132,6 +132,8 @@ class TaskInstance:
     ) -> tuple[int, int]:
         """handle_batch's loop: (messages consumed, messages handled)."""
         collector, coordinator = self.collector, self.coordinator
+        # a task that keeps state in memory beside its stores puts it back on a skip
+        undo_record = getattr(self.task, "undo_record", None)
         next_offsets, partition, metrics = self.next_offsets, self.partition, self.metrics
         last_topic: str | None = None
         key_serde = msg_serde = None
@@ -170,8 +172,11 @@ class TaskInstance:
             except Exception as exc:
                 if getattr(exc, "not_the_message", False):
                     raise  # e.g. a timer that fired after the message: the job stops
-                # a skipped record is skipped whole: its store writes are undone first
+                # a skipped record is skipped whole: its store writes are undone first, and
+                # what the task keeps in memory beside them (a dataflow's stream time)
                 undone = self.storage.journal.undo()
+                if undo_record is not None:
+                    undo_record()
                 on_error("process", msg, exc, undone)  # raises unless skipping
                 metrics.skipped += 1
             if entries:

@@ -259,7 +259,7 @@ def test_backup_commands_name_an_unreachable_endpoint(s3: Any, tmp_path: Path) -
                         {"job.state.backup.options.client_kwargs.endpoint_url": closed})
     for command in ("list", "verify"):
         out = millpond("backup", command, "--config", str(config))
-        assert out.returncode == 2, out.stdout + out.stderr
+        assert out.returncode == 1, out.stdout + out.stderr
         assert f"Error: cannot read the backup URI {s3.uri('x')}: " \
                "EndpointConnectionError" in out.stderr, out.stderr
         assert closed in out.stderr and "Traceback" not in out.stderr, out.stderr

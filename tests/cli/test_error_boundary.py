@@ -1,5 +1,6 @@
 """The CLI's one error boundary: every command given a bad config, a missing topic or a missing
-store exits 2 with one ``Error:`` line that says what is wrong and where, and no traceback.
+store exits 2 (a config or user error) with one ``Error:`` line that says what is wrong and
+where, and no traceback; an unreachable broker is a runtime failure (exit 1), one line too.
 
 Each command runs as a user runs it (the installed console script, a subprocess). A bad config
 must name its file and line; a missing store its name; a missing topic the topic.
@@ -104,7 +105,8 @@ def test_a_missing_topic_is_one_line_naming_it(
 
 def test_commands_that_read_kafka_say_broker_unreachable(tmp_path: Path) -> None:
     """With no broker at the configured address, the commands that read Kafka retry for a
-    bounded time, then exit 2 with one line saying the broker is unreachable (run with
+    bounded time, then exit 1 (a runtime failure) with one line saying the broker is
+    unreachable (run with
     --wait-timeout; by default it waits for Kafka). They run side by side: the bound is
     30 s each."""
     import socket
@@ -127,7 +129,7 @@ def test_commands_that_read_kafka_say_broker_unreachable(tmp_path: Path) -> None
     for cmd, proc in zip(commands, procs, strict=True):
         out, err = proc.communicate(timeout=90)
         errors = [line for line in err.splitlines() if line.startswith("Error:")]
-        assert proc.returncode == 2, (cmd, out, err)
+        assert proc.returncode == 1, (cmd, out, err)
         assert len(errors) == 1 and "unreachable" in errors[0] and closed in errors[0], (cmd, err)
         assert "Traceback" not in err, (cmd, err)
     assert time.monotonic() - began < 75

@@ -141,7 +141,7 @@ def test_recreated_changelog_is_refused_then_reseeded_from_local(
     create_topic(kafka_bootstrap, changelog, 2, **{"cleanup.policy": "compact"})
 
     refused = run_job(conf, "--bounded")
-    assert refused.returncode != 0
+    assert refused.returncode == 1  # a changelog lost: a runtime failure
     assert "was deleted, recreated or truncated" in refused.stderr
     assert "restore --from-local" in refused.stderr
 
@@ -225,7 +225,7 @@ def test_second_owner_of_a_store_is_refused(
     finally:
         proc.kill()
         proc.communicate(timeout=30)
-    assert other.returncode != 0 and "is in use by pid" in other.stderr, other.stderr
-    assert dumped.returncode != 0 and "is in use by pid" in dumped.stderr
+    assert other.returncode == 2 and "is in use by pid" in other.stderr, other.stderr
+    assert dumped.returncode == 2 and "is in use by pid" in dumped.stderr
     report("second process on the same store dir", "restore + dump while job runs", 0, 0,
            "refused by lock")

@@ -88,7 +88,7 @@ def test_spark_out_of_memory_is_one_line_naming_the_option(
     job = make_job(partitions=1)
     _produce_big(job, 2_000)
     small = _rebuild(job, "--spark-conf", "spark.driver.maxResultSize=1m")
-    assert small.returncode == 2, small.stdout + small.stderr[-3000:]
+    assert small.returncode == 1, small.stdout + small.stderr[-3000:]
     last = small.stderr.strip().splitlines()[-1]
     assert last.startswith("Error: Spark ran out of memory") or "Spark ran out of memory" in last
     assert "spark.driver.maxResultSize" in last and "Traceback" not in small.stderr, \

@@ -234,7 +234,7 @@ def test_disallow_large_messages_stops_the_job_and_commits_nothing_after_the_las
     committed_before = [(r.key(), r.value()) for r in read_topic(kafka_bootstrap, changelog)]
     produce_sizes(kafka_bootstrap, source, [("u1", 30), ("u9", LIMIT + 1), ("u4", 40)])
     run = run_job(conf, "--bounded")
-    assert run.returncode != 0
+    assert run.returncode == 1
     assert "Traceback" not in run.stderr, run.stderr
     error = [line for line in run.stderr.splitlines() if "disallow.large.messages" in line]
     assert error and "store 'values'" in error[-1] and "key 'u9'" in error[-1]
