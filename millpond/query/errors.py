@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from millpond.errors import MillpondError
+from millpond.errors import USER_ERROR, MillpondError
 
 
 class QueryError(MillpondError):
-    """The query endpoint cannot start (e.g. its address is taken)."""
+    """The query endpoint cannot start (e.g. its address is taken): a setting to change,
+    so the CLI exits 2."""
+
+    exit_code = USER_ERROR
