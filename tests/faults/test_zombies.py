@@ -29,7 +29,7 @@ import subprocess
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -225,10 +225,11 @@ class Proc:
         fh = open(log, "ab")  # noqa: SIM115 - closed in reap()
         fh.write(f"==== {name} started at {time.time():.3f}\n".encode())
         fh.flush()
+        read_at = fh.tell()  # a restarted slot's log holds its earlier incarnations' lines
         popen = subprocess.Popen([MILLPOND, "run", "--config", str(config), *args], cwd=REPO,
                                  stdout=fh, stderr=subprocess.STDOUT,
                                  env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
-        return cls(name, config, log, popen, fh)
+        return cls(name, config, log, popen, fh, read_at=read_at)
 
     @property
     def alive(self) -> bool:
@@ -479,14 +480,37 @@ def read_between(path: Path, start: int, end: int | None = None) -> str:
     return data.decode(errors="replace")
 
 
-def zombie_evidence(history: list[Proc]) -> tuple[list[float], list[str], list[str]]:
+def assigned_to_others(stop: Stop, ends: Mapping[Path, int | None]) -> set[int]:
+    """The partitions the other processes' logs say they were assigned after ``stop``
+    (up to ``ends``: a log's size, or None for all of it)."""
+    taken: set[int] = set()
+    for path, end in ends.items():
+        during = read_between(path, stop.others_from.get(path, 0), end)
+        for m in ASSIGNED.finditer(during):
+            taken |= {int(x) for x in re.findall(r"\d+", m.group(1))}
+    return taken
+
+
+def taken_over(proc: Proc, logs: Path) -> bool:
+    """Another process was assigned some of the partitions ``proc`` held at its last stop,
+    so far (the logs of processes started during the pause count too)."""
+    stop = proc.stops[-1]
+    others: dict[Path, int | None] = {path: None for path in logs.glob("*.log")
+                                      if path != proc.log}
+    return bool(stop.owned & assigned_to_others(stop, others))
+
+
+def zombie_evidence(history: list[Proc]
+                    ) -> tuple[list[float], list[str], list[str], list[str]]:
     """What the SIGSTOPs did, read from the logs: (pause of each resumed stop in s, the
     zombies, the stops that did not outlive the session timeout). A zombie is a stop of a
     process holding partitions during which another process was assigned some of them (its
     session expired and the group rebalanced without it) and after whose SIGCONT it logged
     their loss or its fence (it came back a zombie and was refused). A stop ended by a
-    SIGKILL is neither."""
+    SIGKILL is neither. The fourth list: what each other resumed stop of a process holding
+    partitions saw (why it was no zombie)."""
     pauses: list[float] = []
+    others: list[str] = []
     zombies: list[str] = []
     short: list[str] = []
     for proc in history:
@@ -499,18 +523,14 @@ def zombie_evidence(history: list[Proc]) -> tuple[list[float], list[str], list[s
                 short.append(f"{proc.name}: paused {pause:.1f} s, within the session timeout")
             if not stop.owned:
                 continue
-            taken: set[int] = set()
-            for path, end in stop.others_to.items():
-                during = read_between(path, stop.others_from.get(path, 0), end)
-                for m in ASSIGNED.finditer(during):
-                    taken |= {int(x) for x in re.findall(r"\d+", m.group(1))}
+            taken = assigned_to_others(stop, stop.others_to)
             after = read_between(proc.log, stop.own_from)
             after = after.split("\n==== ", 1)[0]  # this incarnation only
             sign = next((s for s in ZOMBIE_SIGNS if s in after), None)
-            if taken & stop.owned and sign is not None:
-                zombies.append(f"{proc.name}: paused {pause:.1f} s holding {sorted(stop.owned)}; "
-                               f"others took {sorted(taken & stop.owned)}; it logged {sign!r}")
-    return pauses, zombies, short
+            seen = (f"{proc.name}: paused {pause:.1f} s holding {sorted(stop.owned)}; "
+                    f"others took {sorted(taken & stop.owned)}; it logged {sign!r}")
+            (zombies if taken & stop.owned and sign is not None else others).append(seen)
+    return pauses, zombies, short, others
 
 
 def per_partition_diff(state: dict[str, int], expected: dict[int, Counter[str]]
@@ -593,19 +613,24 @@ def run_chaos(bootstrap: str, topic_name: Callable[[str], str], tmp_path: Path, 
         next_action = now + rng.uniform(2.0, 4.0) if chaos_s > 0 else float("inf")
         # The last stop: a process holding partitions is frozen until the end, so it wakes
         # as a zombie when the input has stopped and no later write of the new owner can
-        # hide what it does. It waits (15 s at most) for an owner and another awake process.
+        # hide what it does. It waits for a busy owner and another awake process (15 s at
+        # most), then for any owner and another awake process (60 s at most: on a loaded
+        # machine a restarted process takes 10 s or more to be assigned partitions again).
         last_len = rng.uniform(1.5, 2.0) * SESSION_MS / 1000
         last_stop = end - last_len if chaos_s > 0 else float("inf")
+        last_victim: Proc | None = None
         while (now := time.monotonic()) < end or last_stop < float("inf"):
             cluster.tick(now)
             if now >= last_stop:
                 awake, owners = cluster.awake(), cluster.owners_awake()
                 busy = cluster.busy(owners)
-                if (busy and len(awake) >= 2) or now > last_stop + 15:
-                    if owners and len(awake) >= 2:
+                ready = bool(owners) and len(awake) >= 2
+                if (busy and ready) or (ready and now > last_stop + 15) or now > last_stop + 60:
+                    if ready:
                         victim = cluster.rng.choice(busy or owners)
                         cluster.sigstop(victim, now)
                         cluster.procs[victim].stopped_until = float("inf")  # till the end
+                        last_victim = cluster.procs[victim]
                     last_stop = float("inf")
                     end = now + last_len
                     next_action = end  # nothing else after it
@@ -613,6 +638,14 @@ def run_chaos(bootstrap: str, topic_name: Callable[[str], str], tmp_path: Path, 
                 cluster.act(now)
                 next_action = now + rng.uniform(1.0, 3.5)
             time.sleep(0.1)
+        # The last stop wakes only once another process was assigned some of its partitions
+        # (its session expired and the group rebalanced without it: a loaded machine can
+        # take longer than the pause for that), so it comes back a zombie; bounded.
+        if last_victim is not None and last_victim.alive:
+            deadline = time.monotonic() + 60
+            while not taken_over(last_victim, cluster.logs) and time.monotonic() < deadline:
+                cluster.tick(time.monotonic())
+                time.sleep(0.2)
         cluster.wake_all()
         # A little more input after the zombies wake: what they write lands between the
         # new owners' writes (effectively-once restores up to the owners' checkpoints), and
@@ -634,7 +667,7 @@ def run_chaos(bootstrap: str, topic_name: Callable[[str], str], tmp_path: Path, 
     chaos_wall = time.monotonic() - began
     cluster.save_reference(tmp_path / "reference.json", producer)
     counts = cluster.log_counts()
-    pauses, zombies, short = zombie_evidence(cluster.history)
+    pauses, zombies, short, not_zombies = zombie_evidence(cluster.history)
 
     final_conf = make_config(tmp_path / "state-final")
     rc, final_tail = final_run(final_conf, cluster.logs / "final.log", timeout=240)
@@ -655,7 +688,8 @@ def run_chaos(bootstrap: str, topic_name: Callable[[str], str], tmp_path: Path, 
         failures.append(
             f"no zombie: of {t.stops} SIGSTOPs ({len(pauses)} resumed), none was of a process "
             "holding partitions that another process was assigned during the pause and that "
-            f"logged one of {ZOMBIE_SIGNS} after its SIGCONT")
+            f"logged one of {ZOMBIE_SIGNS} after its SIGCONT; the resumed stops of "
+            f"processes holding partitions: {not_zombies or 'none'}")
     if counts["tracebacks"]:
         for proc in cluster.history:
             if any(f.startswith(f"{proc.name}:") for f in failures):
@@ -836,6 +870,19 @@ def restore_events(path: Path) -> list[tuple[float, int, str, int]]:
 LOG_TIME = re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) ")
 
 
+def pending_after(events: list[tuple[float, int, str, int]], pid: int, when: float
+                  ) -> set[int]:
+    """The partitions process ``pid`` restored after ``when`` without having finished
+    restoring them before it, provided it had begun restoring before ``when`` (its restore
+    phase was under way then)."""
+    mine = [(at, event, partition) for at, who, event, partition in events if who == pid]
+    if not any(at <= when and event == "start" for at, event, _ in mine):
+        return set()
+    done = {partition for at, event, partition in mine if at <= when and event == "end"}
+    return {partition for at, event, partition in mine
+            if at > when and event == "start" and partition not in done}
+
+
 def first_logged(path: Path, needle: str) -> float | None:
     """Unix time of the first line of a `millpond run` log containing ``needle`` (from its
     logging timestamp, local time to the millisecond); None if no line does."""
@@ -962,7 +1009,11 @@ def test_join_while_a_big_store_restores(
     b_evs = [e for e in evs if e[1] == b.popen.pid]
     a_end = max((e[0] for e in a_evs if e[2] == "end"), default=float("inf"))
     b_joined = first_logged(b.log, "assigned partitions")  # the rebalance that took B in
-    a_busy = restoring_at(evs, a.popen.pid, b_joined) if b_joined is not None else set()
+    # A's restore phase was under way when B joined: a partition being restored then, or
+    # one A had not finished restoring and restored after (A restores its tasks one by
+    # one: the join can land between two of them, which interrupts the phase all the same)
+    a_busy = (restoring_at(evs, a.popen.pid, b_joined) | pending_after(evs, a.popen.pid, b_joined)
+              if b_joined is not None else set())
     row: dict[str, Any] = {
         "test": "join-during-restore", "records": records, "input": producer.acked,
         "seeded_s": round(seeded_s, 1),
@@ -996,7 +1047,7 @@ def test_join_while_a_big_store_restores(
     record_run(row | {"failures": failures})
     report("join during a restore (effectively-once)",
            f"B joins (its log) {row['b_joined_before_a_restored_s']}s before A finished "
-           f"restoring {records:,} changelog records, while A restored partitions "
+           f"restoring {records:,} changelog records, while A restored (or had yet to) partitions "
            f"{sorted(a_busy)}; {producer.acked:,} msgs live",
            row.get("lost", "-"), row.get("duplicated", "-"),
            "FAIL" if failures or not a_busy else "exact")
