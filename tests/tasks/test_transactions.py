@@ -86,7 +86,7 @@ def _record_steps(monkeypatch: pytest.MonkeyPatch) -> Steps:
         return real_read(consumer, topic, partitions, lenient)
 
     def open_steps(cls: type[TaskStorage], config: Config, partition: int, *args: Any,
-                   **kwargs: Any) -> Generator[None, None, TaskStorage]:
+                   **kwargs: Any) -> Generator[Any, Any, TaskStorage]:
         steps.add("restore started", partition)
         storage = yield from real_open(config, partition, *args, **kwargs)
         steps.restored[partition] = storage.restored_records
