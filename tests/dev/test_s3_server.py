@@ -51,3 +51,51 @@ def test_s3proxy_serves_buckets_and_objects_through_s3fs(tmp_path: Path) -> None
         assert server.stop()
     stopped = millpond("dev", "s3", "--data-dir", str(tmp_path / "s3"), "status")
     assert stopped.returncode == 1 and "not running" in stopped.stdout
+
+
+def test_dev_s3_start_status_stop_through_the_cli(tmp_path: Path) -> None:
+    """`millpond dev s3 --data-dir D --port P start|status|stop` (docs/reference/cli.md): start
+    prints the endpoint and the server answers S3 there with the printed key and secret, a
+    second start reuses it, status names it (the port remembered in the data dir), stop ends
+    its process, and status (exit 1) and stop then say it is not running."""
+    import re
+
+    import s3fs
+
+    from millpond.dev.procs import alive
+    from millpond.dev.s3 import LocalS3
+
+    port, data = free_port(), tmp_path / "s3"
+    cli = ("dev", "s3", "--data-dir", str(data), "--port", str(port))
+    endpoint = f"http://127.0.0.1:{port}"
+    try:
+        started = millpond(*cli, "start", "--timeout", "90", timeout=150)
+        assert started.returncode == 0, started.stdout + started.stderr
+        assert started.stdout.strip() == endpoint, started.stdout
+        status = millpond("dev", "s3", "--data-dir", str(data), "status")  # port from the dir
+        assert status.returncode == 0, status.stdout + status.stderr
+        m = re.fullmatch(r"running pid=(\d+) endpoint=(\S+) key=(\S+) secret=(\S+) data=(\S+)\n",
+                         status.stdout)
+        assert m and m.group(2) == endpoint and m.group(5) == str(data.resolve()), status.stdout
+        pid = int(m.group(1))
+        assert alive(pid)
+
+        fs = s3fs.S3FileSystem(key=m.group(3), secret=m.group(4), skip_instance_cache=True,
+                               client_kwargs={"endpoint_url": endpoint,
+                                              "region_name": "us-east-1"})
+        fs.call_s3("create_bucket", Bucket="cli-check")
+        fs.pipe("cli-check/k", b"hello")
+        assert fs.cat("cli-check/k") == b"hello"
+
+        again = millpond(*cli, "start", timeout=120)
+        assert again.returncode == 0 and again.stdout.strip() == endpoint, again.stderr
+        assert f"running pid={pid} " in millpond(*cli, "status").stdout  # the same server
+
+        stopped = millpond(*cli, "stop")
+        assert stopped.returncode == 0 and stopped.stdout.strip() == "stopped", stopped.stderr
+        assert not alive(pid)
+        after = millpond(*cli, "status")
+        assert after.returncode == 1 and "not running" in after.stdout, after.stdout
+        assert millpond(*cli, "stop").stdout.strip() == "not running"
+    finally:
+        LocalS3(data_dir=data, port=port).stop()

@@ -295,3 +295,33 @@ def test_replace_holds_exactly_the_new_state_and_keeps_input_offsets(
     for msg in read_topic(kafka_bootstrap, f"{job}-counts-changelog"):
         latest[msg.key().decode()] = None if msg.value() is None else json.loads(msg.value())
     assert {k: v for k, v in latest.items() if v is not None} == dict(expected)
+
+
+def test_source_option_reaches_the_spark_reader(
+    kafka_bootstrap: str, topic_name: Callable[[str], str], tmp_path: Path,
+) -> None:
+    """`bootstrap --source-option k=v` passes a reader option (docs/operations/spark.md): a
+    ``;``-separated CSV read with ``--source-option delimiter=;`` bootstraps every row; the
+    same file without it has no ``user_id`` column (Spark reads one ``user_id;views``
+    column) and is refused naming the key, with nothing written."""
+    conf, _, job = _small_job(kafka_bootstrap, topic_name, tmp_path)
+    data = tmp_path / "users.csv"
+    rows = {"a": 1, "b": 22, "c": 333}
+    data.write_text("user_id;views\n" + "".join(f"{u};{v}\n" for u, v in rows.items()))
+    common = ["spark", "bootstrap", "--config", str(conf), "--store", "counts",
+              "--source", str(data), "--format", "csv", "--key", "user_id",
+              "--value", "views", *SPARK_ARGS]
+
+    refused = millpond(*common, timeout=SPARK_TIMEOUT)
+    assert refused.returncode == 2, refused.stdout + refused.stderr[-3000:]
+    assert "user_id" in refused.stderr.strip().splitlines()[-1], refused.stderr[-3000:]
+    from confluent_kafka.admin import AdminClient
+    topics = AdminClient({"bootstrap.servers": kafka_bootstrap}).list_topics(timeout=30).topics
+    assert f"{job}-counts-changelog" not in topics
+
+    done = millpond(*common, "--source-option", "delimiter=;", "--rocksdb-dirs",
+                    timeout=SPARK_TIMEOUT)
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    doc, _ = json.JSONDecoder().raw_decode(done.stdout, done.stdout.index("{"))
+    assert (doc["rows"], doc["keys"]) == (3, 3), doc
+    assert dump_store(conf, "counts") == rows

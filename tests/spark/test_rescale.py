@@ -269,3 +269,98 @@ def test_refuses_a_key_that_two_old_partitions_hold(
     topic = f"{job}-counts-changelog-gen2"
     assert not read_stable(kafka_bootstrap, topic)  # created, but nothing written to it
 
+
+
+def test_a_partial_generation_is_refused_until_deleted(
+    spark: Any, kafka_bootstrap: str, topic_name: Callable[[str], str], tmp_path: Path,
+) -> None:
+    """A run that failed before its checkpoints leaves a partial new generation, which the
+    next run refuses (docs/operations/spark.md): with ``<changelog>-gen2`` already holding a
+    record, rescale exits 2 naming it and changes nothing (the checkpoint topic keeps its
+    partitions, the record stays the only one); once the topic is deleted, it runs."""
+    from millpond.spark.rescale import rescale
+
+    conf, source, job = _job(kafka_bootstrap, topic_name, tmp_path, 2)
+    _produce_views(kafka_bootstrap, source, 200, 20, 5)
+    assert run_job(conf, "--bounded", timeout=120).returncode == 0
+    _grow(kafka_bootstrap, source, 4)
+    partial = f"{job}-counts-changelog-gen2"
+    create_topic(kafka_bootstrap, partial, 4, **{"cleanup.policy": "compact"})
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    producer.produce(partial, key=b"user-1", value=b"99", partition=0)
+    assert producer.flush(30) == 0
+
+    refused = millpond("spark", "rescale", "--config", str(conf), "--partitions", "4",
+                       timeout=300)
+    assert refused.returncode == 2, refused.stdout + refused.stderr[-3000:]
+    assert refused.stderr.strip().splitlines()[-1] == (
+        f"Error: changelog generation {partial} of store 'counts' exists and holds records "
+        "(an earlier rescale that failed before its checkpoints?); delete it and run rescale "
+        "again"), refused.stderr[-3000:]
+    assert _partition_count(kafka_bootstrap, checkpoint_topic(job, "1")) == 2
+    assert [(m.key(), m.value()) for m in read_stable(kafka_bootstrap, partial)] == [
+        (b"user-1", b"99")]
+
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    admin.delete_topics([partial])[partial].result(timeout=30)
+    deadline = time.monotonic() + 30
+    while _partition_count(kafka_bootstrap, partial) is not None:
+        assert time.monotonic() < deadline, f"{partial} was not deleted"
+        time.sleep(0.2)
+    rescale(Config.load(conf), 4, spark=spark)
+    assert _partition_count(kafka_bootstrap, checkpoint_topic(job, "1")) == 4
+    assert sum(_changelog_state(kafka_bootstrap, partial).values()) == 200
+
+
+SIDE_STORE = {
+    "stores.profiles.factory": "rocksdb",
+    "stores.profiles.key.serde": "string",
+    "stores.profiles.msg.serde": "json",
+    "stores.profiles.side.inputs.processor.factory": "millpond.sideinputs.KeyValueProcessor",
+}
+
+
+def test_side_input_stores_are_left_alone_and_changelog_less_ones_refused(
+    spark: Any, kafka_bootstrap: str, topic_name: Callable[[str], str], tmp_path: Path,
+) -> None:
+    """What rescale does with the stores it cannot move (docs/operations/spark.md): a
+    side-input store is left alone (reported as skipped, no new generation; each task refills
+    it from its side input, grown to M partitions too) while the changelogged store moves;
+    a RocksDB store without a changelog is refused before anything is written, naming it (an
+    in-memory one holds nothing across restarts and is passed over)."""
+    from millpond.spark.errors import RescaleError
+    from millpond.spark.rescale import rescale
+
+    side = topic_name("side")
+    create_topic(kafka_bootstrap, side, 2)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    for p in (0, 1):
+        producer.produce(side, key=f"user-{p}".encode(), value=b'{"plan": "pro"}', partition=p)
+    assert producer.flush(30) == 0
+    conf, source, job = _job(kafka_bootstrap, topic_name, tmp_path, 2, **{
+        **SIDE_STORE, "stores.profiles.side.inputs": f"kafka.{side}",
+        "stores.scratch.factory": "inmemory", "stores.scratch.key.serde": "string",
+        "stores.scratch.msg.serde": "json"})
+    _produce_views(kafka_bootstrap, source, 200, 20, 6)
+    first = run_job(conf, "--bounded", timeout=120)
+    assert first.returncode == 0, first.stdout + first.stderr[-3000:]
+    _grow(kafka_bootstrap, source, 4)
+    _grow(kafka_bootstrap, side, 4)
+
+    # a RocksDB store without a changelog: refused, nothing written
+    local_only = write_properties(tmp_path / "local-only.properties", {
+        **dict(line.split("=", 1) for line in conf.read_text().splitlines()),
+        "stores.local.factory": "rocksdb", "stores.local.key.serde": "string",
+        "stores.local.msg.serde": "json"})
+    with pytest.raises(RescaleError, match="store 'local' has no changelog: its state lives "
+                       "only in local directories and cannot be moved to new partitions"):
+        rescale(Config.load(local_only), 4, spark=spark)
+    assert _partition_count(kafka_bootstrap, checkpoint_topic(job, "1")) == 2
+    assert _partition_count(kafka_bootstrap, f"{job}-counts-changelog-gen2") is None
+
+    # the side-input and in-memory stores left alone, the counts moved
+    result = rescale(Config.load(conf), 4, spark=spark)
+    assert result.skipped == ["profiles"] and set(result.stores) == {"counts"}, result
+    topics = AdminClient({"bootstrap.servers": kafka_bootstrap}).list_topics(timeout=30).topics
+    assert not [t for t in topics if job in t and ("profiles" in t or "scratch" in t)], topics
+    assert sum(_changelog_state(kafka_bootstrap, f"{job}-counts-changelog-gen2").values()) == 200

@@ -32,6 +32,36 @@ def _partitions(bootstrap: str, topic: str) -> int | None:
     return None if entry is None or entry.error is not None else len(entry.partitions)
 
 
+def _replicas(bootstrap: str, topic: str) -> set[int]:
+    """The replica counts of ``topic``'s partitions."""
+    md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=30)
+    return {len(p.replicas) for p in md.topics[topic].partitions.values()}
+
+
+@pytest.mark.parametrize(("brokers", "asked"), [(2, 2), (3, 3), (7, 3)])
+def test_a_created_output_topic_asks_for_min_3_brokers_replicas(
+    brokers: int, asked: int, kafka_bootstrap: str, topic_name: Callable[[str], str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The replication an output topic is created with is min(3, brokers), as a changelog's
+    default: with the broker count the job sees made larger than the real cluster's one
+    broker, the real broker refuses the creation naming the replication asked for, and the
+    first send's error names the topic (one broker: created, see the test below)."""
+    from millpond.kafka.admin import OutputTopics, TopicAdmin
+    from millpond.kafka.errors import OutputTopicError
+
+    monkeypatch.setattr(TopicAdmin, "broker_count", lambda self: brokers)
+    sink = topic_name("out")
+    outputs = OutputTopics(TopicAdmin({"bootstrap.servers": kafka_bootstrap}), 2,
+                           kafka_bootstrap)
+    with pytest.raises(OutputTopicError) as info:
+        outputs.ensure(sink)
+    assert f"output topic {sink} does not exist and could not be created" in str(info.value)
+    assert "INVALID_REPLICATION_FACTOR" in str(info.value)
+    assert f"The target replication factor of {asked} cannot be reached" in str(info.value)
+    assert _partitions(kafka_bootstrap, sink) is None
+
+
 def test_missing_output_topic_is_created_with_the_jobs_partition_count(
     kafka_bootstrap: str, topic_name: Callable[[str], str], tmp_path: Path
 ) -> None:
@@ -49,6 +79,13 @@ def test_missing_output_topic_is_created_with_the_jobs_partition_count(
     assert out.returncode == 0, out.stdout + out.stderr
     assert "Kafka did not accept" not in out.stdout + out.stderr
     assert _partitions(kafka_bootstrap, sink) == 3
+    # the changelogs' replication: min(3, brokers) (a one-broker cluster here; see
+    # test_a_created_output_topic_asks_for_min_3_brokers_replicas for larger counts)
+    assert _replicas(kafka_bootstrap, sink) == _replicas(kafka_bootstrap,
+                                                         f"{name}-counts-changelog")
+    brokers = len(AdminClient({"bootstrap.servers": kafka_bootstrap}).list_topics(
+        timeout=30).brokers)
+    assert _replicas(kafka_bootstrap, sink) == {min(3, brokers)}
     emitted = {k.decode(): int(v) for k, v in latest_by_key(read_topic(kafka_bootstrap, sink)).items()}
     assert emitted == dict(expected)
     assert dump_store(conf, "counts") == dict(expected)
