@@ -74,6 +74,7 @@ class Unavailable:
 
     reason: str
     restore: Mapping[str, Mapping[str, float | int | None]] = field(default_factory=dict)
+    assigned: bool = True  # False: not assigned to this process (another may hold it)
 
 
 class Directory(Protocol):
@@ -130,6 +131,8 @@ def answer(query: Query, directory: Directory) -> Answer:
     if isinstance(where, Unavailable):
         body: dict[str, Any] = {"error": where.reason, "store": query.store,
                                 "partition": query.partition}
+        if not where.assigned:
+            body["assigned"] = False
         if where.restore:
             body["restore"] = {name: dict(p) for name, p in where.restore.items()}
         return Answer(503, body)

@@ -25,15 +25,16 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
 
 from millpond.query.errors import QueryError
 from millpond.query.mailbox import Mailbox
 from millpond.query.reads import Answer, Query, untoken
 from millpond.query.render import BadKey, parse_key
+from millpond.query.routing import FORWARDED, SERVED_BY, Router, advertised_url, not_assigned
 from millpond.serdes import Serde
 
 log = logging.getLogger("millpond.query")
@@ -135,11 +136,14 @@ def single(answer: Answer) -> Answer:
 
 
 class QueryServer:
-    """The endpoint of one job process: parses on its threads, reads through ``mailbox``."""
+    """The endpoint of one job process: parses on its threads, reads through ``mailbox``,
+    and with a ``router`` forwards what another process holds."""
 
-    def __init__(self, host: str, port: int, serdes: Serdes, mailbox: Mailbox) -> None:
+    def __init__(self, host: str, port: int, serdes: Serdes, mailbox: Mailbox,
+                 router: Router | None = None) -> None:
         self.serdes = serdes
         self.mailbox = mailbox
+        self.router = router
         handler = type("Handler", (_Handler,), {"endpoint": self})
         try:
             self._http = ThreadingHTTPServer((host, port), handler)
@@ -154,6 +158,11 @@ class QueryServer:
         """(host, port) it listens on (the port the OS picked for port 0)."""
         host, port = self._http.server_address[:2]
         return str(host), int(port)
+
+    @property
+    def url(self) -> str:
+        """The URL this endpoint publishes (``*`` for a wildcard host)."""
+        return advertised_url(*self.address)
 
     def start(self) -> None:
         """Serve in a daemon thread."""
@@ -171,15 +180,101 @@ class QueryServer:
             self._thread.join(5)
         self._http.server_close()
 
-    def handle(self, path: str) -> Answer:
-        """The answer to a GET of ``path``."""
+    def handle(self, path: str, forwarded: bool = False) -> tuple[Answer, str]:
+        """The answer to a GET of ``path`` and the endpoint(s) that gave it; ``forwarded``
+        (another process's request): answer from this process only."""
+        parts = urlsplit(path)
+        segments = [unquote(s) for s in parts.path.strip("/").split("/") if s]
+        if len(segments) == 3 and segments[0] == "stores" and segments[2] in _OPS:
+            return self._by_key(segments[1], segments[2], parts.query)
+        return self._at_partition(path, forwarded)
+
+    def _at_partition(self, path: str, forwarded: bool) -> tuple[Answer, str]:
         parsed = parse_request(path, self.serdes)
         if isinstance(parsed, Answer):
-            return parsed
-        got = self.mailbox.ask(parsed)
-        if urlsplit(path).path.rstrip("/").endswith("/get"):
-            return single(got)
-        return got
+            return parsed, self.url
+        shape = single if urlsplit(path).path.rstrip("/").endswith("/get") else _same
+        got = shape(self.mailbox.ask(parsed))
+        if forwarded or self.router is None or not not_assigned(got):
+            return got, self.url
+        return self._route(parsed, path, got, shape)
+
+    def _route(self, query: Query, path: str, local: Answer,
+               shape: Callable[[Answer], Answer]) -> tuple[Answer, str]:
+        """Forward ``path`` to ``query``'s partition's owner; if the group's description was
+        stale (the owner answers not assigned, or is gone), describe it again and try the
+        new owner once. Never more than two forwards."""
+        assert self.router is not None
+        best, by = local, self.url
+        tried: set[str] = set()
+        for refresh in (False, True):
+            try:
+                owner = self.router.owners.owner(query.partition, refresh)
+            except Exception as exc:  # noqa: BLE001 - Kafka away or denied: answer the 503
+                log.info("describing the job's group for partition %d: %s",
+                         query.partition, exc)
+                break
+            if owner is None or owner in tried:
+                continue
+            tried.add(owner)
+            if owner == self.url:  # the group says it is ours now: ask the run loop again
+                best, by = shape(self.mailbox.ask(query)), self.url
+            else:
+                best, by = self.router.forward(owner, path)
+            if not not_assigned(best):
+                return best, by
+        return best, by
+
+    def _by_key(self, store: str, op: str, query_string: str) -> tuple[Answer, str]:
+        """A get or get-many without a partition: each key at its partition, wherever that
+        partition is held; one answer, or the first that is not 200 (never a partial one)."""
+        if op not in ("get", "get-many"):
+            return Answer(404, {"error": f"{op!r} needs a partition "
+                                         "(/stores/<store>/<partition>/" + op + "); "
+                                         "get and get-many find it from the key"}), self.url
+        if store not in self.serdes:
+            return Answer(404, {"error": f"unknown store {store!r}",
+                                "stores": sorted(self.serdes)}), self.url
+        texts = parse_qs(query_string, keep_blank_values=True).get("key", [])
+        if not texts or (op == "get" and len(texts) > 1):
+            return Answer(400, {"error": f"{op} takes "
+                                         f"{'one key' if op == 'get' else 'keys'} (?key=)"}), \
+                self.url
+        if len(texts) > MAX_KEYS:
+            return Answer(400, {"error": f"at most {MAX_KEYS} keys per request"}), self.url
+        if self.router is None:
+            return Answer(400, {"error": "this endpoint does not route keys: give the "
+                                         "partition"}), self.url
+        by_partition: dict[int, list[str]] = {}
+        try:
+            for text in texts:
+                key = parse_key(self.serdes[store][0], text)
+                by_partition.setdefault(self.router.partition(key), []).append(text)
+        except (BadKey, ValueError) as exc:
+            return Answer(400, {"error": str(exc)}), self.url
+        except LookupError as exc:
+            return Answer(503, {"error": str(exc)}), self.url
+        entries: list[Any] = []
+        missing: list[Any] = []
+        served: list[str] = []
+        for partition, keys in by_partition.items():
+            sub = (f"/stores/{quote(store, safe='')}/{partition}/{op}?"
+                   + urlencode([("key", k) for k in keys]))
+            got, by = self._at_partition(sub, forwarded=False)
+            if got.status != 200 or op == "get":
+                return got, by
+            entries += got.body["entries"]
+            missing += got.body["missing"]
+            served += [b for b in by.split(", ") if b not in served]
+        return Answer(200, {"store": store, "entries": entries, "missing": missing}), \
+            ", ".join(served)
+
+
+_OPS = ("get", "get-many", "range", "prefix")
+
+
+def _same(answer: Answer) -> Answer:
+    return answer
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -189,15 +284,18 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
         try:
-            answer = self.endpoint.handle(self.path)
+            answer, served_by = self.endpoint.handle(
+                self.path, forwarded=self.headers.get(FORWARDED) is not None)
         except Exception as exc:  # noqa: BLE001 - one bad request must not kill the thread
             log.warning("query %s failed: %s", self.path, exc, exc_info=True)
             answer = Answer(500, {"error": f"{type(exc).__name__}: {exc}"})
+            served_by = self.endpoint.url
         data = json.dumps(answer.body, ensure_ascii=False).encode()
         self.send_response(answer.status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.send_header("Cache-Control", "no-store")
+        self.send_header(SERVED_BY, served_by)
         self.end_headers()
         self.wfile.write(data)
 

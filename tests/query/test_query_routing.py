@@ -1,0 +1,128 @@
+"""Routing on the real broker: two processes of one job each answer every key (the key's
+partition found with the job's partitioner, its owner from the group), saying which process
+answered; after one stops, the survivor answers every key."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+
+from millpond.partitioner import partition_of
+from tests.kafka_util import OutputLines, counting_job, create_topic, start_job, write_properties
+
+pytestmark = pytest.mark.kafka
+
+ENDPOINT = re.compile(r"query endpoint on (http://[\d.]+:\d+)/stores")
+PARTITIONS = 4
+
+
+def fetch(url: str) -> tuple[int, Any, str]:
+    """(status, JSON body, Millpond-Served-By) of a GET."""
+    try:
+        with urllib.request.urlopen(url, timeout=30) as resp:
+            return resp.status, json.loads(resp.read()), resp.headers["Millpond-Served-By"]
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read()), exc.headers["Millpond-Served-By"]
+
+
+def produce(bootstrap: str, topic: str, n: int, users: int) -> Counter[str]:
+    """Page views keyed by user, each at the partition the job's partitioner (murmur2) gives."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    expected: Counter[str] = Counter()
+    for i in range(n):
+        user = f"user-{(i * 7919) % users}"
+        producer.produce(topic, key=user.encode(), value=json.dumps({"user_id": user}),
+                         partition=partition_of(user.encode(), PARTITIONS))
+        expected[user] += 1
+    assert producer.flush(60) == 0
+    return expected
+
+
+def start(config: Path, process: int) -> tuple[subprocess.Popen[str], OutputLines, str]:
+    proc = start_job(config, "--config-override",
+                     f"systems.kafka.consumer.group.instance.id=routing-{process}")
+    out = OutputLines(proc)
+    lines = out.wait_for("the query endpoint", lambda ls: any(ENDPOINT.search(x) for x in ls))
+    found = next(m for x in lines if (m := ENDPOINT.search(x)))
+    return proc, out, found.group(1)
+
+
+def many(base: str, users: list[str]) -> str:
+    return f"{base}/stores/counts/get-many?" + urllib.parse.urlencode(
+        [("key", u) for u in users])
+
+
+def wait_until_answered(base: str, expected: Counter[str], served_by: set[str],
+                        timeout: float) -> None:
+    """Poll a key-routed get-many of every key at ``base`` until it answers the expected
+    counts, served by exactly ``served_by``; never a wrong value on a 200."""
+    users = sorted(expected)
+    deadline = time.monotonic() + timeout
+    seen: Any = None
+    while time.monotonic() < deadline:
+        status, body, by = fetch(many(base, users))
+        seen = (status, by, body)
+        if status != 200:
+            assert status == 503, body
+            continue
+        got = {e["key"]: e["value"] for e in body["entries"]}
+        assert all(got[u] <= expected[u] for u in got), body  # never more than was sent
+        if got == dict(expected) and set(by.split(", ")) == served_by:
+            return
+    raise AssertionError(f"{base} never answered every key from {served_by}: {seen}")
+
+
+@pytest.mark.timeout(600)
+def test_any_process_answers_any_key_and_the_survivor_all(
+        kafka_bootstrap: str, tmp_path: Path) -> None:
+    name = f"query-route-{uuid.uuid4().hex[:8]}"
+    create_topic(kafka_bootstrap, name, partitions=PARTITIONS)
+    config = write_properties(tmp_path / "job.properties", counting_job(
+        kafka_bootstrap, name, name, tmp_path / "state",
+        **{"job.query.address": "127.0.0.1:0",
+           "systems.kafka.consumer.session.timeout.ms": 6000}))
+    expected = produce(kafka_bootstrap, name, 2000, 40)
+    first, first_out, a = start(config, 1)
+    second, second_out, b = start(config, 2)
+    try:
+        for base in (a, b):  # both hold partitions: each endpoint forwards to the other
+            wait_until_answered(base, expected, {a, b}, timeout=120)
+        answered_by: set[str] = set()
+        for user in sorted(expected):
+            p = partition_of(user.encode(), PARTITIONS)
+            for url in (f"{a}/stores/counts/get?key={user}", f"{b}/stores/counts/get?key={user}",
+                        f"{a}/stores/counts/{p}/get?key={user}",
+                        f"{b}/stores/counts/{p}/get?key={user}"):
+                status, body, by = fetch(url)
+                assert status == 200, (url, body)
+                assert (body["partition"], body["key"], body["value"], body["found"]) == (
+                    p, user, expected[user], True), (url, body)
+                answered_by.add(by)
+        assert answered_by == {a, b}
+        status, body, _ = fetch(f"{a}/stores/counts/range?limit=3")
+        assert status == 404 and "needs a partition" in body["error"], body
+
+        second.send_signal(signal.SIGTERM)
+        assert second.wait(60) == 0, second_out.text()[-3000:]
+        # The survivor takes the stopped process's partitions over (restoring them from the
+        # changelogs) and then answers every key itself; until then a clear 503.
+        wait_until_answered(a, expected, {a}, timeout=120)
+    finally:
+        for proc in (first, second):
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(60)
+    assert first.returncode == 0, first_out.text()[-3000:]
