@@ -100,6 +100,7 @@ class Query:
     end: bytes | None = None  # range: end (exclusive); None: no end
     prefix: bytes | None = None  # prefix
     limit: int = 100
+    tokens: bool = False  # scans: each entry's serialized key as a token (for merging)
 
 
 @dataclass(frozen=True)
@@ -198,7 +199,10 @@ def _scan(view: StoreView, query: Query) -> tuple[list[dict[str, Any]], bytes | 
                 continue  # cannot happen within the prefix's bounds; kept as a guard
             if len(out) == query.limit:
                 return out, kb
-            out.append({"key": plain(kdec(kb)), "value": plain(value)})
+            entry = {"key": plain(kdec(kb)), "value": plain(value)}
+            if query.tokens:
+                entry["token"] = token(kb)
+            out.append(entry)
     return out, None
 
 

@@ -9,6 +9,12 @@ Endpoints (every one a GET; ``<p>`` is a partition, i.e. the task ``Partition <p
                                               out), in key order
     /stores/<store>/<p>/prefix?prefix=P       entries whose serialized key starts with P's
 
+Without the partition (``/stores/<store>/get?key=K``, ``get-many``, ``range``, ``prefix``)
+any process answers: a get finds each key's partition with the job's partitioner, a scan
+asks every partition and merges the pages in key order under one limit and one token; a
+partition held by another process is forwarded there (:mod:`millpond.query.routing`), and
+the ``Millpond-Served-By`` header names the endpoint(s) that answered.
+
 A scan takes ``limit`` (default 100, at most 10,000) and answers ``next``: null at the end,
 else a token that ``&next=<token>`` turns into the following page. A key is read by the
 store's key serde (:mod:`millpond.query.render`). Status codes: 400 for a malformed
@@ -32,7 +38,7 @@ from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
 
 from millpond.query.errors import QueryError
 from millpond.query.mailbox import Mailbox
-from millpond.query.reads import Answer, Query, untoken
+from millpond.query.reads import Answer, Query, token, untoken
 from millpond.query.render import BadKey, parse_key
 from millpond.query.routing import FORWARDED, SERVED_BY, Router, advertised_url, not_assigned
 from millpond.serdes import Serde
@@ -78,6 +84,7 @@ def parse_request(path: str, serdes: Serdes) -> Query | Answer:
             return Query(store, partition, "get", keys=keys)
         limit = _limit(params)
         after = _one(params, "next")
+        tokens = _one(params, "tokens") == "1"
         if op == "range":
             start_text, end_text = _one(params, "from"), _one(params, "to")
             start = parse_key(key_serde, start_text) if start_text is not None else b""
@@ -87,7 +94,8 @@ def parse_request(path: str, serdes: Serdes) -> Query | Answer:
                 if resume < start or (end is not None and resume >= end):
                     raise BadRequest("the continuation token is not from this range")
                 start = resume
-            return Query(store, partition, "range", start=start, end=end, limit=limit)
+            return Query(store, partition, "range", start=start, end=end, limit=limit,
+                         tokens=tokens)
         if op == "prefix":
             text = _one(params, "prefix")
             if text is None:
@@ -98,7 +106,8 @@ def parse_request(path: str, serdes: Serdes) -> Query | Answer:
                 start = untoken(after)
                 if not start.startswith(prefix):
                     raise BadRequest("the continuation token is not from this prefix")
-            return Query(store, partition, "prefix", start=start, prefix=prefix, limit=limit)
+            return Query(store, partition, "prefix", start=start, prefix=prefix, limit=limit,
+                         tokens=tokens)
     except (BadRequest, BadKey, ValueError) as exc:
         return Answer(400, {"error": str(exc)})
     return Answer(404, {"error": f"no such query {op!r}; get, get-many, range or prefix"})
@@ -225,13 +234,39 @@ class QueryServer:
                 return best, by
         return best, by
 
+    def _fan_out(self, store: str, op: str, query_string: str) -> tuple[Answer, str]:
+        """A range or prefix without a partition: a page from every partition (wherever it
+        is held), merged in key order under the request's limit, with one continuation
+        token for all; the first answer that is not 200 instead (never a partial page)."""
+        parsed = parse_request(f"/stores/{quote(store, safe='')}/0/{op}?{query_string}",
+                               self.serdes)
+        if isinstance(parsed, Answer):
+            return parsed, self.url
+        if self.router is None:
+            return Answer(400, {"error": "this endpoint does not route: give the "
+                                         "partition"}), self.url
+        if self.router.partitions is None:
+            return Answer(503, {"error": "the job is starting (its partition count is not "
+                                         "known yet)"}), self.url
+        pages: list[Answer] = []
+        served: list[str] = []
+        for partition in range(self.router.partitions):
+            sub = (f"/stores/{quote(store, safe='')}/{partition}/{op}?{query_string}"
+                   "&tokens=1")
+            got, by = self._at_partition(sub, forwarded=False)
+            if got.status != 200:
+                return got, by
+            pages.append(got)
+            served += [b for b in by.split(", ") if b not in served]
+        entries, after = _merge(pages, parsed.limit)
+        return Answer(200, {"store": store, "entries": entries, "next": after}), \
+            ", ".join(served)
+
     def _by_key(self, store: str, op: str, query_string: str) -> tuple[Answer, str]:
         """A get or get-many without a partition: each key at its partition, wherever that
         partition is held; one answer, or the first that is not 200 (never a partial one)."""
         if op not in ("get", "get-many"):
-            return Answer(404, {"error": f"{op!r} needs a partition "
-                                         "(/stores/<store>/<partition>/" + op + "); "
-                                         "get and get-many find it from the key"}), self.url
+            return self._fan_out(store, op, query_string)
         if store not in self.serdes:
             return Answer(404, {"error": f"unknown store {store!r}",
                                 "stores": sorted(self.serdes)}), self.url
@@ -271,6 +306,18 @@ class QueryServer:
 
 
 _OPS = ("get", "get-many", "range", "prefix")
+
+
+def _merge(pages: list[Answer], limit: int) -> tuple[list[dict[str, Any]], str | None]:
+    """The first ``limit`` entries of every partition's page in key order (partitions hold
+    disjoint keys), and the token of the first key not returned: the smallest of the
+    entries left over and of each page's own continuation."""
+    entries = sorted((e for page in pages for e in page.body["entries"]),
+                     key=lambda e: untoken(e["token"]))
+    left = [untoken(e["token"]) for e in entries[limit:]]
+    left += [untoken(page.body["next"]) for page in pages if page.body["next"] is not None]
+    out = [{k: v for k, v in e.items() if k != "token"} for e in entries[:limit]]
+    return out, token(min(left)) if left else None
 
 
 def _same(answer: Answer) -> Answer:

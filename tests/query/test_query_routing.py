@@ -85,6 +85,19 @@ def wait_until_answered(base: str, expected: Counter[str], served_by: set[str],
     raise AssertionError(f"{base} never answered every key from {served_by}: {seen}")
 
 
+def scan(url: str) -> list[tuple[str, int]]:
+    """Every entry of a scan through its continuation tokens."""
+    out: list[tuple[str, int]] = []
+    after = None
+    while True:
+        status, body, _ = fetch(url + (f"&next={after}" if after else ""))
+        assert status == 200, body
+        out += [(e["key"], e["value"]) for e in body["entries"]]
+        after = body["next"]
+        if after is None:
+            return out
+
+
 @pytest.mark.timeout(600)
 def test_any_process_answers_any_key_and_the_survivor_all(
         kafka_bootstrap: str, tmp_path: Path) -> None:
@@ -112,14 +125,17 @@ def test_any_process_answers_any_key_and_the_survivor_all(
                     p, user, expected[user], True), (url, body)
                 answered_by.add(by)
         assert answered_by == {a, b}
-        status, body, _ = fetch(f"{a}/stores/counts/range?limit=3")
-        assert status == 404 and "needs a partition" in body["error"], body
+        for base in (a, b):  # a range and a prefix over every partition, merged in key order
+            assert scan(f"{base}/stores/counts/range?limit=7") == sorted(expected.items())
+            assert scan(f"{base}/stores/counts/prefix?prefix=user-1&limit=4") == sorted(
+                (u, n) for u, n in expected.items() if u.startswith("user-1"))
 
         second.send_signal(signal.SIGTERM)
         assert second.wait(60) == 0, second_out.text()[-3000:]
         # The survivor takes the stopped process's partitions over (restoring them from the
         # changelogs) and then answers every key itself; until then a clear 503.
         wait_until_answered(a, expected, {a}, timeout=120)
+        assert scan(f"{a}/stores/counts/range?limit=9") == sorted(expected.items())
     finally:
         for proc in (first, second):
             if proc.poll() is None:

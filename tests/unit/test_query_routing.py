@@ -177,5 +177,40 @@ def test_an_owner_that_is_gone_is_a_503_naming_it() -> None:
     with process(Holds({}), owners, []) as a:
         status, body, _ = fetch(f"{a.url}/stores/counts/get?key={k1}")
         assert status == 503 and "did not answer" in body["error"], body
-        status, body, _ = fetch(f"{a.url}/stores/counts/range")
-        assert status == 404 and "needs a partition" in body["error"]
+        status, body, _ = fetch(f"{a.url}/stores/counts/range")  # fans out: no partial page
+        assert status == 503 and body["assigned"] is False, body
+
+
+def scan(url: str) -> tuple[list[tuple[str, int]], int, set[str]]:
+    """Every entry through the continuation tokens, the pages, and who served them."""
+    out: list[tuple[str, int]] = []
+    pages, served, after = 0, set(), None
+    while True:
+        status, body, by = fetch(url + (f"&next={after}" if after else ""))
+        assert status == 200, body
+        pages += 1
+        served |= set(by.split(", "))
+        out += [(e["key"], e["value"]) for e in body["entries"]]
+        after = body["next"]
+        if after is None:
+            return out, pages, served
+
+
+def test_a_range_or_prefix_without_a_partition_merges_every_partition_in_key_order() -> None:
+    values = {f"k{i:02d}": i for i in range(30)}
+    held: dict[int, dict[str, int]] = {0: {}, 1: {}}
+    for k, v in values.items():
+        held[partition_of(k.encode(), 2)][k] = v
+    owners: dict[int, str] = {}
+    with process(Holds({0: held[0]}), owners, []) as a, \
+            process(Holds({1: held[1]}), owners, []) as b:
+        owners.update({0: a.url, 1: b.url})
+        for base in (a.url, b.url):
+            entries, pages, served = scan(f"{base}/stores/counts/range?limit=7")
+            assert entries == sorted(values.items()) and pages == 5 and served == {a.url, b.url}
+            entries, _, _ = scan(f"{base}/stores/counts/range?from=k05&to=k21&limit=4")
+            assert entries == [(k, v) for k, v in sorted(values.items()) if "k05" <= k < "k21"]
+            entries, _, _ = scan(f"{base}/stores/counts/prefix?prefix=k1&limit=3")
+            assert entries == [(k, v) for k, v in sorted(values.items()) if k.startswith("k1")]
+        status, body, _ = fetch(f"{a.url}/stores/counts/range?limit=100")
+        assert "token" not in body["entries"][0] and body["next"] is None
