@@ -32,6 +32,7 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
@@ -48,6 +49,7 @@ log = logging.getLogger("millpond.query")
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 10_000
 MAX_KEYS = 1_000
+FAN_OUT_THREADS = 16  # per request without a partition: partitions asked side by side
 
 Serdes = Mapping[str, tuple[Serde[Any], Serde[Any]]]
 
@@ -234,6 +236,15 @@ class QueryServer:
                 return best, by
         return best, by
 
+    def _each(self, paths: list[str]) -> list[tuple[Answer, str]]:
+        """Each per-partition path's answer (routed), asked at once: the run loop answers
+        this process's share in one iteration, and the forwards wait side by side."""
+        if len(paths) == 1:
+            return [self._at_partition(paths[0], forwarded=False)]
+        with ThreadPoolExecutor(min(len(paths), FAN_OUT_THREADS),
+                                thread_name_prefix="millpond-query-fan-out") as pool:
+            return list(pool.map(lambda path: self._at_partition(path, False), paths))
+
     def _fan_out(self, store: str, op: str, query_string: str) -> tuple[Answer, str]:
         """A range or prefix without a partition: a page from every partition (wherever it
         is held), merged in key order under the request's limit, with one continuation
@@ -250,10 +261,9 @@ class QueryServer:
                                          "known yet)"}), self.url
         pages: list[Answer] = []
         served: list[str] = []
-        for partition in range(self.router.partitions):
-            sub = (f"/stores/{quote(store, safe='')}/{partition}/{op}?{query_string}"
-                   "&tokens=1")
-            got, by = self._at_partition(sub, forwarded=False)
+        for got, by in self._each([
+                f"/stores/{quote(store, safe='')}/{partition}/{op}?{query_string}&tokens=1"
+                for partition in range(self.router.partitions)]):
             if got.status != 200:
                 return got, by
             pages.append(got)
@@ -292,10 +302,10 @@ class QueryServer:
         entries: list[Any] = []
         missing: list[Any] = []
         served: list[str] = []
-        for partition, keys in by_partition.items():
-            sub = (f"/stores/{quote(store, safe='')}/{partition}/{op}?"
-                   + urlencode([("key", k) for k in keys]))
-            got, by = self._at_partition(sub, forwarded=False)
+        for got, by in self._each([
+                f"/stores/{quote(store, safe='')}/{partition}/{op}?"
+                + urlencode([("key", k) for k in keys])
+                for partition, keys in by_partition.items()]):
             if got.status != 200 or op == "get":
                 return got, by
             entries += got.body["entries"]
