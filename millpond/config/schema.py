@@ -136,7 +136,8 @@ KEYS: tuple[Key, ...] = (
         "`millpond run --bounded` does.", "job", default="false"),
     Key("job.partitioner", "choice", "How producers place keys on input partitions, for the "
         "tools that move state between partitions (Spark bootstrap and rescale), and for "
-        "millpond's own keyed sends without a partition: `murmur2` (Kafka's Java client "
+        "millpond's own keyed sends without a partition, and for live queries that find a key's "
+        "partition (`job.query.address`): `murmur2` (Kafka's Java client "
         "default; librdkafka `murmur2_random`) or `consistent_random` (librdkafka's default, "
         "CRC-32). When unset, a `systems.kafka.producer.partitioner` naming one of these "
         "decides it; set both, they must agree.", "job", default="murmur2",
@@ -157,8 +158,10 @@ KEYS: tuple[Key, ...] = (
         "when set, a store without `changelog` gets `<job.name>-<job.id>-<store>-changelog`.",
         "job", default="kafka"),
     Key("job.query.address", "string", "`host:port` of the process's query endpoint, which "
-        "answers reads of the stores of the tasks it holds over HTTP while the job runs (off "
-        "when unset; port `0` picks a free port, logged). Listen on loopback unless the "
+        "answers reads of the job's stores over HTTP while the job runs, those of the tasks it "
+        "holds and, forwarded, any other process's (off when unset; port `0` picks a free "
+        "port, logged). Other processes reach it at this address (a wildcard host at the "
+        "process's address as the broker sees it). Listen on loopback unless the "
         "network is trusted: it has no authentication yet. See [Queries]"
         "(../operations/queries.md).", "job"),
     # -- stores ------------------------------------------------------------------------------

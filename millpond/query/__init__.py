@@ -6,7 +6,9 @@
   back;
 * :mod:`millpond.query.reads`: answers a query from a task's stores (cache over engine),
   pages and continuation tokens, and the :class:`Directory` the runtime implements;
-* :mod:`millpond.query.render`: request keys through the key serde, entries as JSON.
+* :mod:`millpond.query.render`: request keys through the key serde, entries as JSON;
+* :mod:`millpond.query.routing`: which process holds a partition (the endpoint record in
+  each group member's client id) and forwarding a request there.
 
 This package knows stores, serdes and config; the runtime (:mod:`millpond.tasks`) imports it,
 never the other way.

@@ -74,6 +74,7 @@ class Unavailable:
 
     reason: str
     restore: Mapping[str, Mapping[str, float | int | None]] = field(default_factory=dict)
+    assigned: bool = True  # False: not assigned to this process (another may hold it)
 
 
 class Directory(Protocol):
@@ -99,6 +100,7 @@ class Query:
     end: bytes | None = None  # range: end (exclusive); None: no end
     prefix: bytes | None = None  # prefix
     limit: int = 100
+    tokens: bool = False  # scans: each entry's serialized key as a token (for merging)
 
 
 @dataclass(frozen=True)
@@ -130,6 +132,8 @@ def answer(query: Query, directory: Directory) -> Answer:
     if isinstance(where, Unavailable):
         body: dict[str, Any] = {"error": where.reason, "store": query.store,
                                 "partition": query.partition}
+        if not where.assigned:
+            body["assigned"] = False
         if where.restore:
             body["restore"] = {name: dict(p) for name, p in where.restore.items()}
         return Answer(503, body)
@@ -195,7 +199,10 @@ def _scan(view: StoreView, query: Query) -> tuple[list[dict[str, Any]], bytes | 
                 continue  # cannot happen within the prefix's bounds; kept as a guard
             if len(out) == query.limit:
                 return out, kb
-            out.append({"key": plain(kdec(kb)), "value": plain(value)})
+            entry = {"key": plain(kdec(kb)), "value": plain(value)}
+            if query.tokens:
+                entry["token"] = token(kb)
+            out.append(entry)
     return out, None
 
 

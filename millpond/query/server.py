@@ -9,6 +9,12 @@ Endpoints (every one a GET; ``<p>`` is a partition, i.e. the task ``Partition <p
                                               out), in key order
     /stores/<store>/<p>/prefix?prefix=P       entries whose serialized key starts with P's
 
+Without the partition (``/stores/<store>/get?key=K``, ``get-many``, ``range``, ``prefix``)
+any process answers: a get finds each key's partition with the job's partitioner, a scan
+asks every partition and merges the pages in key order under one limit and one token; a
+partition held by another process is forwarded there (:mod:`millpond.query.routing`), and
+the ``Millpond-Served-By`` header names the endpoint(s) that answered.
+
 A scan takes ``limit`` (default 100, at most 10,000) and answers ``next``: null at the end,
 else a token that ``&next=<token>`` turns into the following page. A key is read by the
 store's key serde (:mod:`millpond.query.render`). Status codes: 400 for a malformed
@@ -25,15 +31,17 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
 
 from millpond.query.errors import QueryError
 from millpond.query.mailbox import Mailbox
-from millpond.query.reads import Answer, Query, untoken
+from millpond.query.reads import Answer, Query, token, untoken
 from millpond.query.render import BadKey, parse_key
+from millpond.query.routing import FORWARDED, SERVED_BY, Router, advertised_url, not_assigned
 from millpond.serdes import Serde
 
 log = logging.getLogger("millpond.query")
@@ -41,6 +49,7 @@ log = logging.getLogger("millpond.query")
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 10_000
 MAX_KEYS = 1_000
+FAN_OUT_THREADS = 16  # per request without a partition: partitions asked side by side
 
 Serdes = Mapping[str, tuple[Serde[Any], Serde[Any]]]
 
@@ -77,6 +86,7 @@ def parse_request(path: str, serdes: Serdes) -> Query | Answer:
             return Query(store, partition, "get", keys=keys)
         limit = _limit(params)
         after = _one(params, "next")
+        tokens = _one(params, "tokens") == "1"
         if op == "range":
             start_text, end_text = _one(params, "from"), _one(params, "to")
             start = parse_key(key_serde, start_text) if start_text is not None else b""
@@ -86,7 +96,8 @@ def parse_request(path: str, serdes: Serdes) -> Query | Answer:
                 if resume < start or (end is not None and resume >= end):
                     raise BadRequest("the continuation token is not from this range")
                 start = resume
-            return Query(store, partition, "range", start=start, end=end, limit=limit)
+            return Query(store, partition, "range", start=start, end=end, limit=limit,
+                         tokens=tokens)
         if op == "prefix":
             text = _one(params, "prefix")
             if text is None:
@@ -97,7 +108,8 @@ def parse_request(path: str, serdes: Serdes) -> Query | Answer:
                 start = untoken(after)
                 if not start.startswith(prefix):
                     raise BadRequest("the continuation token is not from this prefix")
-            return Query(store, partition, "prefix", start=start, prefix=prefix, limit=limit)
+            return Query(store, partition, "prefix", start=start, prefix=prefix, limit=limit,
+                         tokens=tokens)
     except (BadRequest, BadKey, ValueError) as exc:
         return Answer(400, {"error": str(exc)})
     return Answer(404, {"error": f"no such query {op!r}; get, get-many, range or prefix"})
@@ -135,11 +147,14 @@ def single(answer: Answer) -> Answer:
 
 
 class QueryServer:
-    """The endpoint of one job process: parses on its threads, reads through ``mailbox``."""
+    """The endpoint of one job process: parses on its threads, reads through ``mailbox``,
+    and with a ``router`` forwards what another process holds."""
 
-    def __init__(self, host: str, port: int, serdes: Serdes, mailbox: Mailbox) -> None:
+    def __init__(self, host: str, port: int, serdes: Serdes, mailbox: Mailbox,
+                 router: Router | None = None) -> None:
         self.serdes = serdes
         self.mailbox = mailbox
+        self.router = router
         handler = type("Handler", (_Handler,), {"endpoint": self})
         try:
             self._http = ThreadingHTTPServer((host, port), handler)
@@ -154,6 +169,11 @@ class QueryServer:
         """(host, port) it listens on (the port the OS picked for port 0)."""
         host, port = self._http.server_address[:2]
         return str(host), int(port)
+
+    @property
+    def url(self) -> str:
+        """The URL this endpoint publishes (``*`` for a wildcard host)."""
+        return advertised_url(*self.address)
 
     def start(self) -> None:
         """Serve in a daemon thread."""
@@ -171,15 +191,147 @@ class QueryServer:
             self._thread.join(5)
         self._http.server_close()
 
-    def handle(self, path: str) -> Answer:
-        """The answer to a GET of ``path``."""
+    def handle(self, path: str, forwarded: bool = False) -> tuple[Answer, str]:
+        """The answer to a GET of ``path`` and the endpoint(s) that gave it; ``forwarded``
+        (another process's request): answer from this process only."""
+        parts = urlsplit(path)
+        segments = [unquote(s) for s in parts.path.strip("/").split("/") if s]
+        if len(segments) == 3 and segments[0] == "stores" and segments[2] in _OPS:
+            return self._by_key(segments[1], segments[2], parts.query)
+        return self._at_partition(path, forwarded)
+
+    def _at_partition(self, path: str, forwarded: bool) -> tuple[Answer, str]:
         parsed = parse_request(path, self.serdes)
         if isinstance(parsed, Answer):
-            return parsed
-        got = self.mailbox.ask(parsed)
-        if urlsplit(path).path.rstrip("/").endswith("/get"):
-            return single(got)
-        return got
+            return parsed, self.url
+        shape = single if urlsplit(path).path.rstrip("/").endswith("/get") else _same
+        got = shape(self.mailbox.ask(parsed))
+        if forwarded or self.router is None or not not_assigned(got):
+            return got, self.url
+        return self._route(parsed, path, got, shape)
+
+    def _route(self, query: Query, path: str, local: Answer,
+               shape: Callable[[Answer], Answer]) -> tuple[Answer, str]:
+        """Forward ``path`` to ``query``'s partition's owner; if the group's description was
+        stale (the owner answers not assigned, or is gone), describe it again and try the
+        new owner once. Never more than two forwards."""
+        assert self.router is not None
+        best, by = local, self.url
+        tried: set[str] = set()
+        for refresh in (False, True):
+            try:
+                owner = self.router.owners.owner(query.partition, refresh)
+            except Exception as exc:  # noqa: BLE001 - Kafka away or denied: answer the 503
+                log.info("describing the job's group for partition %d: %s",
+                         query.partition, exc)
+                break
+            if owner is None or owner in tried:
+                continue
+            tried.add(owner)
+            if owner == self.url:  # the group says it is ours now: ask the run loop again
+                best, by = shape(self.mailbox.ask(query)), self.url
+            else:
+                best, by = self.router.forward(owner, path)
+            if not not_assigned(best):
+                return best, by
+        return best, by
+
+    def _each(self, paths: list[str]) -> list[tuple[Answer, str]]:
+        """Each per-partition path's answer (routed), asked at once: the run loop answers
+        this process's share in one iteration, and the forwards wait side by side."""
+        if len(paths) == 1:
+            return [self._at_partition(paths[0], forwarded=False)]
+        with ThreadPoolExecutor(min(len(paths), FAN_OUT_THREADS),
+                                thread_name_prefix="millpond-query-fan-out") as pool:
+            return list(pool.map(lambda path: self._at_partition(path, False), paths))
+
+    def _fan_out(self, store: str, op: str, query_string: str) -> tuple[Answer, str]:
+        """A range or prefix without a partition: a page from every partition (wherever it
+        is held), merged in key order under the request's limit, with one continuation
+        token for all; the first answer that is not 200 instead (never a partial page)."""
+        parsed = parse_request(f"/stores/{quote(store, safe='')}/0/{op}?{query_string}",
+                               self.serdes)
+        if isinstance(parsed, Answer):
+            return parsed, self.url
+        if self.router is None:
+            return Answer(400, {"error": "this endpoint does not route: give the "
+                                         "partition"}), self.url
+        if self.router.partitions is None:
+            return Answer(503, {"error": "the job is starting (its partition count is not "
+                                         "known yet)"}), self.url
+        pages: list[Answer] = []
+        served: list[str] = []
+        for got, by in self._each([
+                f"/stores/{quote(store, safe='')}/{partition}/{op}?{query_string}&tokens=1"
+                for partition in range(self.router.partitions)]):
+            if got.status != 200:
+                return got, by
+            pages.append(got)
+            served += [b for b in by.split(", ") if b not in served]
+        entries, after = _merge(pages, parsed.limit)
+        return Answer(200, {"store": store, "entries": entries, "next": after}), \
+            ", ".join(served)
+
+    def _by_key(self, store: str, op: str, query_string: str) -> tuple[Answer, str]:
+        """A get or get-many without a partition: each key at its partition, wherever that
+        partition is held; one answer, or the first that is not 200 (never a partial one)."""
+        if op not in ("get", "get-many"):
+            return self._fan_out(store, op, query_string)
+        if store not in self.serdes:
+            return Answer(404, {"error": f"unknown store {store!r}",
+                                "stores": sorted(self.serdes)}), self.url
+        texts = parse_qs(query_string, keep_blank_values=True).get("key", [])
+        if not texts or (op == "get" and len(texts) > 1):
+            return Answer(400, {"error": f"{op} takes "
+                                         f"{'one key' if op == 'get' else 'keys'} (?key=)"}), \
+                self.url
+        if len(texts) > MAX_KEYS:
+            return Answer(400, {"error": f"at most {MAX_KEYS} keys per request"}), self.url
+        if self.router is None:
+            return Answer(400, {"error": "this endpoint does not route keys: give the "
+                                         "partition"}), self.url
+        by_partition: dict[int, list[str]] = {}
+        try:
+            for text in texts:
+                key = parse_key(self.serdes[store][0], text)
+                by_partition.setdefault(self.router.partition(key), []).append(text)
+        except (BadKey, ValueError) as exc:
+            return Answer(400, {"error": str(exc)}), self.url
+        except LookupError as exc:
+            return Answer(503, {"error": str(exc)}), self.url
+        entries: list[Any] = []
+        missing: list[Any] = []
+        served: list[str] = []
+        for got, by in self._each([
+                f"/stores/{quote(store, safe='')}/{partition}/{op}?"
+                + urlencode([("key", k) for k in keys])
+                for partition, keys in by_partition.items()]):
+            if got.status != 200 or op == "get":
+                return got, by
+            entries += got.body["entries"]
+            missing += got.body["missing"]
+            served += [b for b in by.split(", ") if b not in served]
+        return Answer(200, {"store": store, "entries": entries, "missing": missing}), \
+            ", ".join(served)
+
+
+_OPS = ("get", "get-many", "range", "prefix")
+
+
+def _merge(pages: list[Answer], limit: int) -> tuple[list[dict[str, Any]], str | None]:
+    """The first ``limit`` entries of every partition's page in key order (partitions hold
+    disjoint keys), and the token of the first key not returned: the smallest of the
+    entries left over and of each page's own continuation."""
+    entries = sorted((e for page in pages for e in page.body["entries"]),
+                     key=lambda e: untoken(e["token"]))
+    left = [untoken(e["token"]) for e in entries[limit:]]
+    left += [untoken(page.body["next"]) for page in pages if page.body["next"] is not None]
+    out = [{k: v for k, v in e.items() if k != "token"} for e in entries[:limit]]
+    return out, token(min(left)) if left else None
+
+
+def _same(answer: Answer) -> Answer:
+    return answer
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -189,15 +341,18 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
         try:
-            answer = self.endpoint.handle(self.path)
+            answer, served_by = self.endpoint.handle(
+                self.path, forwarded=self.headers.get(FORWARDED) is not None)
         except Exception as exc:  # noqa: BLE001 - one bad request must not kill the thread
             log.warning("query %s failed: %s", self.path, exc, exc_info=True)
             answer = Answer(500, {"error": f"{type(exc).__name__}: {exc}"})
+            served_by = self.endpoint.url
         data = json.dumps(answer.body, ensure_ascii=False).encode()
         self.send_response(answer.status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.send_header("Cache-Control", "no-store")
+        self.send_header(SERVED_BY, served_by)
         self.end_headers()
         self.wfile.write(data)
 

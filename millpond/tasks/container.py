@@ -37,6 +37,7 @@ from millpond.kafka.outage import OutageClock
 from millpond.kafka.reading import FETCH_QUEUE_BACKOFF_MS
 from millpond.metrics import Reporter, parse_reporters, start_reporters
 from millpond.query import Mailbox, QueryServer
+from millpond.query.routing import Owners, Router, client_id
 from millpond.serdes import serdes_for
 from millpond.sideinputs.runtime import SideInputs
 from millpond.stores import RocksDbOptions
@@ -58,7 +59,7 @@ from millpond.tasks.membership import subscribe
 from millpond.tasks.memory import MemoryWatch
 from millpond.tasks.opening import Fences, OpenContext, TaskOpener, open_task, reopen_hold_s
 from millpond.tasks.purge import InternalTopicPurger
-from millpond.tasks.queries import TaskDirectory
+from millpond.tasks.queries import TaskDirectory, group_owners
 from millpond.tasks.runloop import LoopTiming, RunLoop
 from millpond.tasks.stream_serdes import StreamSerdes
 from millpond.tasks.telemetry import RuntimeMetrics
@@ -165,6 +166,11 @@ class Container:
             if self.queries is not None:
                 host, port = self.config.job.query_address or ("127.0.0.1", 0)
                 self.query_server = QueryServer(host, port, self.store_serdes, self.queries)
+                # Any process answers any key: the group's assignment finds the owner, whose
+                # endpoint is in its client id (millpond.query.routing).
+                self.query_server.router = Router(
+                    Owners(group_owners(self.job)), self.config.job.partitioner,
+                    self.query_server.url)
                 self.query_server.start()
             self._run()
         finally:
@@ -190,6 +196,8 @@ class Container:
                                       self.on_error.topic,
                                       {topic: INTERNAL_TOPIC_CONFIG for topic in internal})
         self.side_inputs.check_partitions(admin.partition_count, task_count)
+        if self.query_server is not None and self.query_server.router is not None:
+            self.query_server.router.partitions = task_count  # keys route from now on
         context = self._open_context(
             OutputTopics(admin, task_count, self.client_conf["bootstrap.servers"]))
         self.backups = context.backups
@@ -198,7 +206,9 @@ class Container:
         conf = {
             "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS,
             # Names this process in the group (`millpond status` shows it as the owner).
-            "client.id": f"{self.group_id}@{socket.gethostname()}:{os.getpid()}",
+            # With an endpoint, its URL too: how other processes route queries here.
+            "client.id": client_id(self.group_id, socket.gethostname(), os.getpid(),
+                                   self.query_server.url if self.query_server else None),
             **self.consumer_conf, "group.id": self.group_id,
             "partition.assignment.strategy": "cooperative-sticky",
             # An input position out of range (records deleted by retention before they were

@@ -6,10 +6,11 @@ task table, the opener's progress and the stores are never read while they chang
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from millpond.changelog.checkpoint import task_name
+from millpond.job import Job
 from millpond.query import Open, StoreView, Unavailable
 from millpond.serdes import Serde
 from millpond.tasks.manager import TaskManager
@@ -44,4 +45,21 @@ class TaskDirectory:
                                "the tasks before it, or a rebalance)")
         held = ", ".join(map(str, sorted(tasks))) or "none"
         return Unavailable(f"partition {partition} is not assigned to this process (it holds "
-                           f"partitions: {held})")
+                           f"partitions: {held})", assigned=False)
+
+
+def group_owners(job: Job) -> Callable[[], dict[int, tuple[str, str]]]:
+    """A describe of ``job``'s group: partition -> (client id, host) of the member holding
+    it (the group subscribes to the first input, so its partitions are the tasks')."""
+    first = job.config.job.inputs[0].topic
+
+    def describe() -> dict[int, tuple[str, str]]:
+        desc = job.admin.describe_group(job.group_id)
+        owners: dict[int, tuple[str, str]] = {}
+        for member in desc.members if desc is not None else ():
+            tps = member.assignment.topic_partitions if member.assignment is not None else []
+            owners.update({tp.partition: (member.client_id, member.host)
+                           for tp in tps if tp.topic == first})
+        return owners
+
+    return describe

@@ -1,0 +1,151 @@
+"""Routing on the real broker: two processes of one job each answer every key (the key's
+partition found with the job's partitioner, its owner from the group), saying which process
+answered; after one stops, the survivor answers every key."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+
+from millpond.partitioner import partition_of
+from tests.kafka_util import OutputLines, counting_job, create_topic, start_job, write_properties
+
+pytestmark = pytest.mark.kafka
+
+ENDPOINT = re.compile(r"query endpoint on (http://[\d.]+:\d+)/stores")
+PARTITIONS = 4
+
+
+def fetch(url: str) -> tuple[int, Any, str]:
+    """(status, JSON body, Millpond-Served-By) of a GET."""
+    try:
+        with urllib.request.urlopen(url, timeout=30) as resp:
+            return resp.status, json.loads(resp.read()), resp.headers["Millpond-Served-By"]
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read()), exc.headers["Millpond-Served-By"]
+
+
+def produce(bootstrap: str, topic: str, n: int, users: int) -> Counter[str]:
+    """Page views keyed by user, each at the partition the job's partitioner (murmur2) gives."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    expected: Counter[str] = Counter()
+    for i in range(n):
+        user = f"user-{(i * 7919) % users}"
+        producer.produce(topic, key=user.encode(), value=json.dumps({"user_id": user}),
+                         partition=partition_of(user.encode(), PARTITIONS))
+        expected[user] += 1
+    assert producer.flush(60) == 0
+    return expected
+
+
+def start(config: Path, process: int) -> tuple[subprocess.Popen[str], OutputLines, str]:
+    proc = start_job(config, "--config-override",
+                     f"systems.kafka.consumer.group.instance.id=routing-{process}")
+    out = OutputLines(proc)
+    lines = out.wait_for("the query endpoint", lambda ls: any(ENDPOINT.search(x) for x in ls))
+    found = next(m for x in lines if (m := ENDPOINT.search(x)))
+    return proc, out, found.group(1)
+
+
+def many(base: str, users: list[str]) -> str:
+    return f"{base}/stores/counts/get-many?" + urllib.parse.urlencode(
+        [("key", u) for u in users])
+
+
+def wait_until_answered(base: str, expected: Counter[str], served_by: set[str],
+                        timeout: float, exact: bool = False) -> None:
+    """Poll a key-routed get-many of every key at ``base`` until it answers the expected
+    counts, served by exactly ``served_by``; never a wrong value on a 200 (``exact``: the
+    job has counted everything, so a 200 is the expected counts or it is stale)."""
+    users = sorted(expected)
+    deadline = time.monotonic() + timeout
+    seen: Any = None
+    while time.monotonic() < deadline:
+        status, body, by = fetch(many(base, users))
+        seen = (status, by, body)
+        if status != 200:
+            assert status == 503, body
+            continue
+        got = {e["key"]: e["value"] for e in body["entries"]}
+        assert all(got[u] <= expected[u] for u in got), body  # never more than was sent
+        if exact:
+            assert got == dict(expected) and body["missing"] == [], body
+        if got == dict(expected) and set(by.split(", ")) == served_by:
+            return
+    raise AssertionError(f"{base} never answered every key from {served_by}: {seen}")
+
+
+def scan(url: str) -> list[tuple[str, int]]:
+    """Every entry of a scan through its continuation tokens."""
+    out: list[tuple[str, int]] = []
+    after = None
+    while True:
+        status, body, _ = fetch(url + (f"&next={after}" if after else ""))
+        assert status == 200, body
+        out += [(e["key"], e["value"]) for e in body["entries"]]
+        after = body["next"]
+        if after is None:
+            return out
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGKILL],
+                         ids=["stopped", "killed"])
+def test_any_process_answers_any_key_and_the_survivor_all(
+        kafka_bootstrap: str, tmp_path: Path, stop_signal: signal.Signals) -> None:
+    name = f"query-route-{uuid.uuid4().hex[:8]}"
+    create_topic(kafka_bootstrap, name, partitions=PARTITIONS)
+    config = write_properties(tmp_path / "job.properties", counting_job(
+        kafka_bootstrap, name, name, tmp_path / "state",
+        **{"job.query.address": "127.0.0.1:0",
+           "systems.kafka.consumer.session.timeout.ms": 6000}))
+    expected = produce(kafka_bootstrap, name, 2000, 40)
+    first, first_out, a = start(config, 1)
+    second, second_out, b = start(config, 2)
+    try:
+        for base in (a, b):  # both hold partitions: each endpoint forwards to the other
+            wait_until_answered(base, expected, {a, b}, timeout=120)
+        answered_by: set[str] = set()
+        for user in sorted(expected):
+            p = partition_of(user.encode(), PARTITIONS)
+            for url in (f"{a}/stores/counts/get?key={user}", f"{b}/stores/counts/get?key={user}",
+                        f"{a}/stores/counts/{p}/get?key={user}",
+                        f"{b}/stores/counts/{p}/get?key={user}"):
+                status, body, by = fetch(url)
+                assert status == 200, (url, body)
+                assert (body["partition"], body["key"], body["value"], body["found"]) == (
+                    p, user, expected[user], True), (url, body)
+                answered_by.add(by)
+        assert answered_by == {a, b}
+        for base in (a, b):  # a range and a prefix over every partition, merged in key order
+            assert scan(f"{base}/stores/counts/range?limit=7") == sorted(expected.items())
+            assert scan(f"{base}/stores/counts/prefix?prefix=user-1&limit=4") == sorted(
+                (u, n) for u, n in expected.items() if u.startswith("user-1"))
+
+        second.send_signal(stop_signal)
+        assert second.wait(60) == (0 if stop_signal == signal.SIGTERM else -signal.SIGKILL), \
+            second_out.text()[-3000:]
+        # The survivor takes the stopped process's partitions over (once the group's session
+        # timeout drops a killed or static member; restoring them from the changelogs) and
+        # then answers every key itself; until then a clear 503, never an old count.
+        wait_until_answered(a, expected, {a}, timeout=120, exact=True)
+        assert scan(f"{a}/stores/counts/range?limit=9") == sorted(expected.items())
+    finally:
+        for proc in (first, second):
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(60)
+    assert first.returncode == 0, first_out.text()[-3000:]
