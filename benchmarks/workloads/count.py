@@ -42,8 +42,10 @@ def count(h: Harness) -> None:
         # in even ones; the undo run nearest), so drifting load hits both; so does the
         # backups-on run.
         def undo_run(r: int = r) -> None:
+            # its own tag: the job name (state dir, changelog) must be unique in the run
+            # (rss's counts are "u<r>")
             runs.setdefault(UNDO_KEY, []).append(
-                _eo_once_more(h, r, UNDO_KEY, f"u{r}", lambda: {"dlq": True}))
+                _eo_once_more(h, r, UNDO_KEY, f"dlq{r}", lambda: {"dlq": True}))
 
         def metrics_run(r: int = r) -> None:
             runs.setdefault(METRICS_KEY, []).append(
