@@ -7,7 +7,9 @@ Workloads (``--only``, comma-separated or repeated): ``limits`` (raw confluent-k
 and consume on the benchmark input, and consume + orjson decode; raw rocksdict comes from the
 store micro-benchmark), ``count`` (per-user count into a changelogged RocksDB store: millpond
 at each guarantee, Quix Streams, Faust; and millpond effectively-once once more per round with
-the Prometheus reporter on and scraped every second: the reporter's cost), ``dataflow``
+the record undo journal on (``task.dlq.stream`` set, nothing dead-lettered: the journal's CPU
+cost per message) and once more with the Prometheus reporter on and scraped every second:
+the reporter's cost), ``dataflow``
 (the count written with the streams API beside the StreamTask count, the consume + decode
 ceiling, Bytewax 0.21 and Quix Streams; and filter -> key_by -> count -> to beside filter ->
 count -> to: the repartition hop's cost), ``windows`` (a 1-minute tumbling count per user

@@ -176,10 +176,13 @@ class Scraper(threading.Thread):
 def millpond_count(ctx: Ctx, topic: str, messages: int, guarantee: str, tag: str,
                    reference: dict[str, int], metrics: bool = False,
                    backups: dict[str, str] | None = None, app: str | None = None,
-                   output: str | None = None) -> dict[str, Any]:
+                   output: str | None = None, dlq: bool = False) -> dict[str, Any]:
     """One verified ``millpond run --bounded`` count; ``metrics`` turns the Prometheus
     reporter on and scrapes it every second while the job runs; ``backups`` are
-    ``job.state.backup.*`` properties (state snapshots uploaded while it runs); ``app``
+    ``job.state.backup.*`` properties (state snapshots uploaded while it runs); ``dlq`` sets
+    ``task.dlq.stream`` (a dead-letter topic, which turns the record undo journal on: each
+    record's store writes noted, to be undone if it were skipped; no record fails, so the
+    count is still exact and the topic is never written); ``app``
     runs the dataflow ``benchmarks.jobs:<app>`` instead of the StreamTask (``output``: the
     topic its ``to`` writes)."""
     name = f"mpb-{ctx.salt}-{SHORT[guarantee]}-{tag}"
@@ -198,6 +201,8 @@ def millpond_count(ctx: Ctx, topic: str, messages: int, guarantee: str, tag: str
     if backups:
         props.update(backups)
         props["job.state.backup.uri"] = f"{backups['job.state.backup.uri']}/{name}"
+    if dlq:
+        props["task.dlq.stream"] = f"kafka.{name}-dlq"
     config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
     try:
         child = run_child([MILLPOND, "run", "--config", str(config), "--bounded"],
@@ -208,6 +213,8 @@ def millpond_count(ctx: Ctx, topic: str, messages: int, guarantee: str, tag: str
     result: dict[str, Any] = {"system": "millpond", "guarantee": guarantee, "job": name,
                               "config": str(config), "messages": messages,
                               "app": app or "BenchCounter (StreamTask)"}
+    if dlq:
+        result["dlq_stream"] = props["task.dlq.stream"]
     if scraper is not None:
         result["metrics"] = {"reporter": "prometheus", "scrape_every_s": scraper.every,
                              "scrapes": scraper.scrapes, "last_scrape_bytes": scraper.last_bytes}

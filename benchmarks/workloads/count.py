@@ -1,5 +1,6 @@
 """The count workloads: ``count`` (per-user count into a changelogged store: millpond at each
 guarantee, Quix Streams, Faust on a scaled-down topic, and millpond effectively-once once more
+with the record undo journal on (``task.dlq.stream`` set, nothing dead-lettered), once more
 with the Prometheus reporter on and once more with state backups on: their cost), ``skew``
 (the same count on a Zipf-keyed topic, with that topic's own ceilings) and ``rss`` (peak RSS
 of the millpond count with defaults over many users)."""
@@ -21,6 +22,8 @@ from benchmarks.workloads.limits import ceiling, ceilings
 METRICS_KEY = report.METRICS_KEY
 # The count with state backups to S3Proxy on, beside the same count without.
 BACKUPS_KEY = report.BACKUPS_KEY
+# The count with the record undo journal on (task.dlq.stream set), beside the same count without.
+UNDO_KEY = report.UNDO_KEY
 
 
 def count(h: Harness) -> None:
@@ -34,9 +37,16 @@ def count(h: Harness) -> None:
     eo = ("millpond", "effectively-once")
     for r in range(a.runs):
         # Interleaved rounds: background load on the shared machine hits every system alike.
-        # The reporter-on run sits right beside the effectively-once run it is compared
-        # with (before it in odd rounds, after it in even ones), so drifting load hits both;
-        # so does the backups-on run.
+        # The undo-journal run (task.dlq.stream set) and the reporter-on run sit right beside
+        # the effectively-once run they are compared with (before it in odd rounds, after it
+        # in even ones; the undo run nearest), so drifting load hits both; so does the
+        # backups-on run.
+        def undo_run(r: int = r) -> None:
+            # its own tag: the job name (state dir, changelog) must be unique in the run
+            # (rss's counts are "u<r>")
+            runs.setdefault(UNDO_KEY, []).append(
+                _eo_once_more(h, r, UNDO_KEY, f"dlq{r}", lambda: {"dlq": True}))
+
         def metrics_run(r: int = r) -> None:
             runs.setdefault(METRICS_KEY, []).append(
                 _eo_once_more(h, r, METRICS_KEY, f"m{r}", lambda: {"metrics": True}))
@@ -46,8 +56,14 @@ def count(h: Harness) -> None:
                                   lambda: {"backups": _s3_backups(h)}))
 
         first = r % 2 == 1
+
+        def beside(first: bool = first) -> None:
+            # the undo-journal run next to the effectively-once run on either side
+            for step in ((metrics_run, undo_run) if first else (undo_run, metrics_run)):
+                step()
+
         for key, res in _count_round(h, r, plan, h.input_topic, a.messages, ctx.reference,
-                                     str(r), beside_eo=(metrics_run if eo in plan else None),
+                                     str(r), beside_eo=(beside if eo in plan else None),
                                      before=first):
             if res.get("correct") and key == "millpond effectively-once":
                 h.millpond_restore_config = Path(res["config"])
@@ -102,9 +118,10 @@ def _failed(system: str, guarantee: str, exc: Exception) -> dict[str, Any]:
 def _eo_once_more(h: Harness, r: int, key: str, tag: str,
                   options: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     """Round ``r``'s effectively-once count once more with ``options()`` of
-    systems.millpond_count: with the Prometheus reporter on and scraped every second
-    (METRICS_KEY), or with state backups to S3Proxy on (BACKUPS_KEY); their cost is the ratio
-    to the same round's run without."""
+    systems.millpond_count: with the record undo journal on (UNDO_KEY: a dead-letter topic
+    set), with the Prometheus reporter on and scraped every second (METRICS_KEY), or with
+    state backups to S3Proxy on (BACKUPS_KEY); their cost is the ratio to the same round's
+    run without."""
     a, ctx = h.args, h.ctx
     assert h.input_topic is not None
     say(f"count run {r + 1}/{a.runs}: {key} on {a.messages:,} msgs "

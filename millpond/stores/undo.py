@@ -1,6 +1,8 @@
 """Undoing one record's store writes when the record is skipped (dead-lettered).
 
-The runtime turns a task's :class:`RecordJournal` on for the records it processes. Every
+The runtime turns a task's :class:`RecordJournal` on for the records it processes when its
+dead-letter policy can skip a failed record (``task.dlq.stream`` set; without it a failure
+stops the job, and nothing is journaled, at no cost). Every
 ``put``/``delete`` a record makes then notes the key's prior state in the journal, first
 come first: the object cache notes the prior cached value only when the key was dirty (a
 clean or uncached key is what the layer below holds), a store without a cache

@@ -26,6 +26,9 @@ class DeadLetterPolicy:
 
     def __init__(self, config: Config, producer_of: Callable[[int], TrackedProducer]) -> None:
         self.topic = config.job.dlq_stream.topic if config.job.dlq_stream else None
+        # whether a failed process() is skipped (so its store writes are journaled, to be
+        # undone); without a dead-letter topic it stops the job and nothing is journaled
+        self.skips_process = bool(self.topic)
         self.drop_deserialization = config.job.drop_deserialization_errors
         self._producer_of = producer_of
 

@@ -116,7 +116,9 @@ class TaskInstance:
         metrics = self.metrics
         began = time.perf_counter_ns()
         journal = self.storage.journal
-        entries = journal.start()  # each record's store writes, undone if it is skipped
+        # each record's store writes, undone if the policy skips it; a policy that cannot skip
+        # a failed process() (no task.dlq.stream) stops the job instead: nothing to journal
+        entries = journal.start() if getattr(on_error, "skips_process", True) else []
         try:
             done, handled = self._run(msgs, serdes_of, on_error, self.task.process, steps,
                                       entries)

@@ -68,6 +68,15 @@ def test_quick_run_writes_correct_results(kafka_bootstrap: str, tmp_path: Path) 
     assert on["runs"][0]["metrics"]["last_scrape_bytes"] > 1000
     cost = next(t for t in results["targets"] if "Prometheus reporter: cost <= 3%" in t["target"])
     assert cost["status"] in ("pass", "miss") and cost["goal"] == 0.03 and cost["row"]
+    # ... and once more with the record undo journal on (task.dlq.stream set, nothing
+    # dead-lettered: the counts are exact); its CPU cost per message is a target.
+    undo = results["count"][report.UNDO_KEY]
+    _good(undo, 20_000, 2_000)
+    assert undo["runs"][0]["dlq_stream"].startswith("kafka.")
+    undo_cost = next(t for t in results["targets"]
+                     if t["target"] == "undo journal costs <= 3% (CPU s per message)")
+    assert undo_cost["status"] in ("pass", "miss") and undo_cost["goal"] == 0.03
+    assert undo_cost["row"] == "count undo"
 
     # The skewed topic: its keys are the seeded Zipf draw, counted exactly at every guarantee.
     skew = results["skew"]
@@ -105,6 +114,7 @@ def test_quick_run_writes_correct_results(kafka_bootstrap: str, tmp_path: Path) 
     markdown = (out / "results.md").read_text()
     assert "count: millpond exactly-once" in markdown
     assert f"count: {report.METRICS_KEY}" in markdown
+    assert f"count: {report.UNDO_KEY}" in markdown
     assert "skewed count: millpond exactly-once" in markdown
     assert "**WRONG**" not in markdown and "FAILED" not in markdown
     table = (out / "readme-table.md").read_text()
@@ -112,6 +122,7 @@ def test_quick_run_writes_correct_results(kafka_bootstrap: str, tmp_path: Path) 
     assert table.count("| workload |") == 1  # one table
     assert "Zipf 1.1" in table and "CPU steal" in table and "load average" in table
     assert "Prometheus reporter on (scraped every 1 s)" in table and "cost <= 3%: " in table
+    assert "undo journal on" in table and "cost <= 3% (CPU s per message): " in table
     assert results["meta"]["command"] in table
 
 

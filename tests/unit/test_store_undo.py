@@ -107,3 +107,17 @@ def test_layers_that_journal(tmp_path: Path) -> None:
     assert journal.undo() == 3
     journal.stop()
     assert cached.store.get("a") is None and plain.store.get("a") is None
+
+
+def test_only_a_policy_that_skips_failed_records_turns_journaling_on(tmp_path: Path) -> None:
+    """Without task.dlq.stream a failed process() stops the job: nothing is journaled (no
+    cost per write); with it, every record's writes are (the undo of a skipped record)."""
+    from millpond.config import Config
+    from millpond.tasks.deadletter import DeadLetterPolicy
+
+    base = "job.name=j\ntask.inputs=kafka.in\n"
+    path = tmp_path / "job.properties"
+    path.write_text(base)
+    assert not DeadLetterPolicy(Config.load(path, env={}), lambda p: None).skips_process  # type: ignore[arg-type,return-value]
+    path.write_text(base + "task.dlq.stream=kafka.dead\n")
+    assert DeadLetterPolicy(Config.load(path, env={}), lambda p: None).skips_process  # type: ignore[arg-type,return-value]
