@@ -14,7 +14,6 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from confluent_kafka import KafkaError, KafkaException, TopicCollection
@@ -201,30 +200,22 @@ def preflight(job: Job) -> list[Finding]:
     return findings
 
 
-def _allowed(job: Job, resource: str, name: str, pattern: str) -> tuple[set[str], str]:
-    """What the principal may do on one resource, and a note for the findings."""
-    if resource == "topic" and pattern == "literal":
-        return _topic(job, name)
-    if resource == "topic":  # a prefix: only creation can be tried
-        allowed = {"Create", "?"} if _may_create(job, f"{name}0") else {"?"}
-        return allowed, "prefixed: checked when such a topic exists"
-    if resource == "group":
-        return _group(job, name), ""
-    return _transactional_ids(job, name), ""
-
-
 def _acls(job: Job, role: str, outputs: Sequence[str]) -> list[Finding]:
     findings: list[Finding] = []
     by_resource: dict[tuple[str, str, str], list[Acl]] = defaultdict(list)
     for acl in required_acls(job.config, role, outputs):
         by_resource[(acl.resource, acl.name, acl.pattern)].append(acl)
-    # Each resource is one or two round trips (the transactional id a producer's whole
-    # init_transactions): asked all at once, the check costs the slowest, not their sum.
-    with ThreadPoolExecutor(max_workers=max(1, len(by_resource)),
-                            thread_name_prefix="millpond-check") as pool:
-        answers = [pool.submit(_allowed, job, *key) for key in by_resource]
-        results = [answer.result() for answer in answers]
-    for acls, (allowed, note) in zip(by_resource.values(), results, strict=True):
+    for (resource, name, pattern), acls in by_resource.items():
+        note = ""
+        if resource == "topic" and pattern == "literal":
+            allowed, note = _topic(job, name)
+        elif resource == "topic":  # a prefix: only creation can be tried
+            allowed = {"Create", "?"} if _may_create(job, f"{name}0") else {"?"}
+            note = "prefixed: checked when such a topic exists"
+        elif resource == "group":
+            allowed = _group(job, name)
+        else:
+            allowed = _transactional_ids(job, name)
         for acl in acls:
             if _allows(allowed, acl.operation):
                 findings.append(Finding(OK, acl))
