@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install kafka-jars kafka-up kafka-down demo test test-slow test-faults test-dataflow-faults test-security test-cluster test-fast faults lint docs bench bench-smoke clean
+.PHONY: install kafka-jars kafka-up kafka-down demo test test-slow test-faults test-dataflow-faults test-security test-cluster test-fast faults lint docs bench bench-startup bench-smoke clean
 
 # Create the virtualenv and install millpond with its test and lint tools. setuptools shows a
 # notice ("Editable installation ... folders in your working directory with the same name as
@@ -100,6 +100,12 @@ docs: $(DOCS_STAMP)
 
 bench: kafka-up
 	$(BIN)/python -m benchmarks.run $(BENCH_ARGS)
+
+# Start-up: process start -> first record of a bounded job with 4 empty tasks, the median of
+# each phase over 10 runs (STARTUP_ARGS="--against TREE" runs another checkout A/B/A/B).
+bench-startup: kafka-up
+	$(PYC)
+	$(BIN)/python -m benchmarks.startup $(STARTUP_ARGS)
 
 # The harness end to end on a tiny input (also part of make test).
 bench-smoke: kafka-jars

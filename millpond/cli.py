@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -672,24 +672,62 @@ def spark_dev(ctx: click.Context, data_dir: Path | None, workers: int, worker_me
 _server_commands(spark_dev, "cluster", "print its master URL", 120.0)
 
 
-def _mount_spark() -> None:
-    """``millpond spark ...``: PySpark jobs over changelogs (pyspark is imported on use)."""
-    from millpond.spark.cli import spark
+class LazyCommands(dict[str, click.Command]):
+    """A group's commands, some named by ``"module:attribute"`` and imported on first use.
 
-    main.add_command(spark)
+    ``millpond run`` never looks up ``spark`` or ``backup``, so it does not import them (the
+    spark package's modules and their imports were 0.3-0.9 s of every run's start-up); a
+    listing (``--help``, the docs' mkdocs-click) asks for the values and imports them all."""
+
+    def __init__(self, commands: Mapping[str, click.Command], lazy: dict[str, str]) -> None:
+        super().__init__(commands)
+        self._lazy = dict(lazy)
+
+    def _load(self, name: str) -> click.Command:
+        import importlib
+
+        module, attribute = self._lazy.pop(name).split(":")
+        command: click.Command = getattr(importlib.import_module(module), attribute)
+        super().__setitem__(name, command)
+        return command
+
+    def _load_all(self) -> None:
+        for name in list(self._lazy):
+            self._load(name)
+
+    def __getitem__(self, name: str) -> click.Command:
+        return self._load(name) if name in self._lazy else super().__getitem__(name)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self._load(name) if name in self._lazy else super().get(name, default)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._lazy or super().__contains__(name)
+
+    def __iter__(self) -> Any:
+        return iter([*super().keys(), *self._lazy])
+
+    def __len__(self) -> int:
+        return super().__len__() + len(self._lazy)
+
+    def keys(self) -> Any:
+        return [*super().keys(), *self._lazy]
+
+    def values(self) -> Any:
+        self._load_all()
+        return super().values()
+
+    def items(self) -> Any:
+        self._load_all()
+        return super().items()
 
 
-_mount_spark()
-
-
-def _mount_backup() -> None:
-    """``millpond backup ...``: state snapshots in job.state.backup.uri."""
-    from millpond.backup.cli import backup
-
-    main.add_command(backup)
-
-
-_mount_backup()
+# ``millpond spark ...`` (PySpark jobs over changelogs) and ``millpond backup ...`` (state
+# snapshots in job.state.backup.uri), imported when named.
+main.commands = LazyCommands(main.commands, {
+    "spark": "millpond.spark.cli:spark",
+    "backup": "millpond.backup.cli:backup",
+})
 
 if __name__ == "__main__":
     main()

@@ -288,6 +288,14 @@ class TaskOpener:
             out.add(self._current[0])
         return out
 
+    @property
+    def due(self) -> bool:
+        """A task can take its next opening step now (one under way, or one not held)."""
+        if self._current is not None:
+            return True
+        now = time.monotonic()
+        return any(at <= now for at in self._queue.values())
+
     def add(self, partition: int, hold_s: float = 0.0) -> None:
         """Open the task of ``partition`` (after ``hold_s`` seconds, or the next rebalance)."""
         self._queue[partition] = time.monotonic() + hold_s
