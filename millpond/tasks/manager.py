@@ -98,13 +98,8 @@ class TaskManager:
                 return False
         tps = [TopicPartition(t, instance.partition, instance.next_offsets[t])
                for t in self.inputs]
-        # Assigned anew at its offsets rather than seek() + resume(): librdkafka fetched a
-        # paused partition that was sought and resumed only about 1 s later (its broker
-        # thread is not woken; benchmarks/results.md, issue #39), a partition assigned anew
-        # at once. The partition stays this member's throughout (no rebalance).
-        self.consumer.incremental_unassign([TopicPartition(t, instance.partition)
-                                            for t in self.inputs])
-        self.consumer.incremental_assign(tps)
+        for tp in tps:
+            self.consumer.seek(tp)
         self.consumer.resume(tps)
         log.info("task %s ready: restored %d records in %.1fs, input offsets %s",
                  instance.name, instance.metrics.restored_records, instance.metrics.restore_s,
