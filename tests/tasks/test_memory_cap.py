@@ -21,7 +21,7 @@ import pytest
 from confluent_kafka import Producer
 from rocksdict import AccessType, Options, Rdict
 
-from tests.cgroup_util import MemoryCgroup
+from millpond.dev.cgroup import MemoryCgroup
 from tests.kafka_util import MILLPOND, REPO, create_topic, write_properties
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(900)]
