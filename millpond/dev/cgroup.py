@@ -107,9 +107,10 @@ class MemoryCgroup:
             pass
 
     def run(self, args: list[str], cwd: Path, timeout: float,
-            env: dict[str, str] | None = None) -> Run:
-        """Run ``args`` inside the cgroup (it joins it before exec) to its end."""
-        log = cwd / f".cgroup-run-{uuid.uuid4().hex[:8]}.log"
+            env: dict[str, str] | None = None, log_dir: Path | None = None) -> Run:
+        """Run ``args`` inside the cgroup (it joins it before exec) to its end; its output
+        goes through a file in ``log_dir`` (default ``cwd``), removed after."""
+        log = (log_dir or cwd) / f".cgroup-run-{uuid.uuid4().hex[:8]}.log"
         self.reset_peak()
         started = time.monotonic()
         with open(log, "w") as out:
