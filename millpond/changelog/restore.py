@@ -22,6 +22,7 @@ from confluent_kafka import Consumer, Message
 from millpond.changelog.errors import BadChangelogRecordError
 from millpond.kafka.reading import read_range
 from millpond.serdes import BytesSerde, Serde
+from millpond.stores.malloc import release_free_memory
 
 log = logging.getLogger(__name__)
 
@@ -182,6 +183,9 @@ def restore_steps(
                          stats.topic, stats.partition, stats.records, total, stats.records_per_s)
             yield stats
     engine.flush()
+    # What the restore freed (batches, flushed memtables) goes back to the OS, not under
+    # what the job allocates next (millpond.stores.malloc).
+    release_free_memory()
     stats.seconds = time.monotonic() - began
     stats.position = max(stats.position, stats.end_offset)
     if stats.bad_records:
