@@ -16,9 +16,10 @@ producer buffers            6% of B: all task producers of the process together;
                             task producer's queue.buffering.max.kbytes is 1/N of it for a
                             job of N tasks (at least 1 MiB: librdkafka never queues a
                             message larger than its buffer)
-Python and headroom         the rest (at least 25%, at least 64 MiB: under 256 MB every share
-                            above shrinks in proportion): the interpreter, libraries, the
-                            task's own objects, what RocksDB holds outside the cache
+Python and headroom         the rest: at least 25%, and at least 160 MiB or half the budget
+                            (at least 64 MiB), so under 640 MB every share above shrinks in
+                            proportion: the interpreter, libraries, the task's own objects,
+                            librdkafka's threads, what RocksDB holds outside the cache
 ==========================  ====================================================================
 
 A store's own ``container.cache.size.bytes`` gives it a block cache of its own (per task,
@@ -43,6 +44,11 @@ DEFAULT_BUDGET_MB = 1024
 MIN_BUDGET_MB = 96
 HEADROOM_SHARE = 0.25  # at least this share of the budget is left for Python ...
 HEADROOM_MIN = 64 * MiB  # ... and at least this (the interpreter and libraries take ~50 MB)
+# ... and, while it is at most half the budget, this much: what no share bounds (the
+# interpreter and libraries, librdkafka's threads, RocksDB's table readers and compaction
+# and flush buffers, freed memory the allocator keeps) measured 150-190 MiB for 4 tasks x
+# 2 stores of 1.6M x 1 KB under a 384 MB cap, where 25% (96 MiB) got it OOM-killed.
+HEADROOM_SMALL = 160 * MiB
 
 BLOCK_CACHE_SHARE = 0.40
 WRITE_BUFFER_SHARE_OF_CACHE = 1 / 3
@@ -166,8 +172,10 @@ def plan_memory(props: Properties, stores: Mapping[str, Mapping[str, str]] | Non
     else:
         mb, source = DEFAULT_BUDGET_MB, "default: no job.container.memory.mb"
     budget = mb * MiB
-    # Under 256 MB the 64 MiB headroom floor takes more than 25%: the shares shrink.
-    scale = min(1.0, (budget - HEADROOM_MIN) / (budget * (1 - HEADROOM_SHARE)))
+    # Under 640 MB the headroom floor (160 MiB, or half the budget and at least 64 MiB)
+    # takes more than 25%: the shares shrink.
+    floor = min(HEADROOM_SMALL, max(HEADROOM_MIN, budget // 2))
+    scale = min(1.0, (budget - floor) / (budget * (1 - HEADROOM_SHARE)))
     share = budget * scale  # what the fractions below are taken of
     block_cache = int(share * BLOCK_CACHE_SHARE)
     write_buffers = int(block_cache * WRITE_BUFFER_SHARE_OF_CACHE)
