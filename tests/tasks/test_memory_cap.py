@@ -123,7 +123,8 @@ def test_a_store_4x_the_cap_builds_restarts_and_restores_exact_inside_it(
     runs = []
 
     def capped(*args: str) -> None:
-        done = cgroup.run([MILLPOND, *args, "--config", str(config)], REPO, timeout=600)
+        done = cgroup.run([MILLPOND, *args, "--config", str(config)], REPO, timeout=600,
+                          log_dir=tmp_path)
         runs.append((args[0], done.peak_anon, done.peak_file))
         assert done.oom_kills == 0 and done.returncode == 0, (args, done.returncode,
                                                               done.output[-3000:])
