@@ -175,3 +175,25 @@ def window_app(config: Any) -> App:
      .tumbling_window(WINDOW_MS, timestamp=event_time).count("windows").final()
      .to(_topic(config, "bench.output")))
     return app
+
+
+class CappedDocuments(StreamTask):
+    """benchmarks/memory_cap.py's read-then-write task (tests.jobs.documents' pattern):
+    ``docs[id] = {"n": previous n + 1, "body": message body}``; with
+    ``bench.second.store`` set, the same document also goes into that store (read, then
+    written: two stores of the same size per task)."""
+
+    def init(self, context: Any) -> None:
+        self.docs = context.get_store("docs")
+        second = context.config.get("bench.second.store")
+        self.more = context.get_store(second) if second else None
+
+    def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
+        msg = envelope.message
+        key = msg["id"]
+        doc = self.docs.get(key)
+        new = {"n": (doc["n"] if doc else 0) + 1, "body": msg["body"]}
+        self.docs.put(key, new)
+        if self.more is not None:
+            other = self.more.get(key)
+            self.more.put(key, {"n": (other["n"] if other else 0) + 1, "body": msg["body"]})

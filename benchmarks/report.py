@@ -401,6 +401,24 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
             500_000, "records/s", spread=m_rs.get("records_per_s"), row="restore",
             short=">= 500k records/s")
 
+    for layout, got in (results.get("memory_cap") or {}).items():
+        res = got.get("result") or {}
+        phases = res.get("phases") or []
+        if not phases:
+            continue
+        what = (f"memory cap {layout} (tasks x stores), {res.get('keys', 0):,} keys x "
+                f"{res.get('value_bytes')} B in a {res.get('cap_mb')} MB cgroup")
+        add(f"{what}: peak RSS (RssAnon + RssFile) of every phase <= the budget",
+            max(ph["peak_rss_sum_mb"] for ph in phases), float(res.get("cap_mb") or 0), "MiB",
+            ", ".join(f"{ph['phase']} {ph['peak_rss_sum_mb']:g}" for ph in phases),
+            higher_is_better=False, row="memory cap", short="peak RSS <= budget")
+        clean = (len(phases) == 4 and all(ph["returncode"] == 0 and not ph["oom_kills"]
+                                          for ph in phases)
+                 and bool((res.get("check") or {}).get("exact")))
+        add(f"{what}: all 4 phases exit 0, no OOM kill, state exact", 1.0 if clean else 0.0,
+            1.0, "", "; ".join(res.get("problems") or [])[:300], row="memory cap",
+            short="exact, no OOM kill")
+
     for label, entry in (("at-least-once", alo), ("effectively-once", eo),
                          ("exactly-once", eos)):
         if entry and entry.get("msgs_per_s"):
@@ -725,6 +743,19 @@ def markdown(results: dict[str, Any]) -> str:
                                                   if k != "runs"}, "MB",
                               "changelog key+value bytes, plus the snapshot's files"))
             lines.append(_row("  ↳ peak RSS", f["maxrss_mb"], "MB", "the restoring process"))
+    for layout, got in (results.get("memory_cap") or {}).items():
+        res = got.get("result") or {}
+        what = (f"memory_cap.py; {res.get('keys', 0):,} keys x {res.get('value_bytes')} B, "
+                f"budget {res.get('cap_mb')} MiB, exact: {(res.get('check') or {}).get('exact')}")
+        for ph in res.get("phases") or []:
+            name = f"memory cap {layout}, {ph['phase']}"
+            lines.append(_row(f"{name}: peak RSS (anon + file)",
+                              summarize([ph["peak_rss_sum_mb"]]), "MiB",
+                              f"{what}; budget {ph['budget_mb']:g} MiB, exit "
+                              f"{ph['returncode']}, OOM kills {ph['oom_kills']}"))
+            lines.append(_row("  ↳ cgroup peak (page cache incl.)",
+                              summarize([ph["cgroup_peak_mb"]]), "MiB", ""))
+            lines.append(_row("  ↳ wall", summarize([ph["wall_s"]]), "s", ""))
     lines.append("")
 
     tg = results.get("targets") or []

@@ -22,16 +22,19 @@ millpond count with defaults on a uniform topic over 1M users), ``restore`` (reb
 count's state from its changelog: `millpond restore --full` and Quix Streams recovery),
 ``snapshot-restore`` (benchmarks/snapshot_restore.py: a 4M-record store partition restored
 from an S3Proxy snapshot + changelog tail vs full changelog replay),
-``store`` (benchmarks/store_micro.py and the hot-key benchmarks/store_hot.py) and ``spark``
+``store`` (benchmarks/store_micro.py and the hot-key benchmarks/store_hot.py), ``spark``
 (benchmarks/spark_rebuild.py, and benchmarks/spark_bootstrap.py: bootstrap a store from 2M
-Parquet rows). Every figure is the median of the runs with min
+Parquet rows) and ``memory-cap`` (benchmarks/memory_cap.py: a read-then-write job of 1.6M
+keys x 1 KB inside a 384 MB cgroup with ``job.container.memory.mb=384``, one task and one
+store, then 4 tasks x 2 stores: build, restart, restore, each phase's peak RSS against the
+budget). Every figure is the median of the runs with min
 and max; every count and restore is checked against the exact reference; every run records
 the load average before it and the CPU steal during it.
 Writes ``results.json``, ``results.md`` and ``readme-table.md`` (docs/benchmarks.md's table,
 ready to paste) into ``--out-dir`` (default: benchmarks/).
 
 This module parses the arguments and runs the selected workloads in order; each workload
-family lives in ``benchmarks/workloads/`` (limits, count, restore, store, spark) as functions
+family lives in ``benchmarks/workloads/`` (limits, count, restore, store, spark, memory) as functions
 of the shared ``benchmarks.harness.Harness``; ``benchmarks/meta.py`` writes the run summary.
 """
 
@@ -48,14 +51,23 @@ from typing import Any
 from benchmarks import meta, report
 from benchmarks.common import REPO, Conditions, load_average
 from benchmarks.harness import Harness, say
-from benchmarks.workloads import count, dataflow, limits, restore, spark, store, windows
+from benchmarks.workloads import (
+    count,
+    dataflow,
+    limits,
+    memory,
+    restore,
+    spark,
+    store,
+    windows,
+)
 
 # Every workload, in the order a run goes through them (``--only`` picks some).
 STEPS: dict[str, Callable[[Harness], None]] = {
     "limits": limits.limits, "count": count.count, "dataflow": dataflow.dataflow,
     "windows": windows.windows, "skew": count.skew, "rss": count.rss,
     "restore": restore.restore, "snapshot-restore": restore.snapshot_restore,
-    "store": store.store, "spark": spark.spark}
+    "store": store.store, "spark": spark.spark, "memory-cap": memory.memory_cap}
 WORKLOADS = tuple(STEPS)
 ALL_SYSTEMS = ("millpond", "quix", "faust", "bytewax")
 
@@ -63,12 +75,13 @@ FULL = {"messages": 2_000_000, "users": 100_000, "faust_messages": 30_000,
         "store_ops": 1_000_000, "hot_ops": 2_000_000, "spark_records": 500_000, "spark_large_records": 2_000_000,
         "spark_bootstrap_records": 2_000_000, "large_records": 200_000, "restore_sizes": "2000000,4000000,8000000",
         "skew_messages": 2_000_000, "skew_users": 1_000_000, "rss_messages": 2_000_000,
-        "rss_users": 1_000_000, "snapshot_records": 4_000_000}
+        "rss_users": 1_000_000, "snapshot_records": 4_000_000, "memcap_keys": 1_600_000}
 QUICK = {"messages": 20_000, "users": 2_000, "faust_messages": 5_000, "store_ops": 20_000,
          "hot_ops": 20_000, "spark_records": 20_000, "spark_large_records": 2_000, "spark_bootstrap_records": 20_000,
          "large_records": 5_000,
          "restore_sizes": "5000,20000", "skew_messages": 20_000, "skew_users": 10_000,
-         "rss_messages": 20_000, "rss_users": 10_000, "snapshot_records": 20_000}
+         "rss_messages": 20_000, "rss_users": 10_000, "snapshot_records": 20_000,
+         "memcap_keys": 20_000}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -149,6 +162,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--spark-bootstrap-records", type=int,
                    help="Parquet rows of the Spark bootstrap (default 2M; --quick 20k; 0 = skip)")
     p.add_argument("--spark-runs", type=int, help="runs of the Spark rebuild (default: --runs)")
+    p.add_argument("--memcap-keys", type=int,
+                   help="keys (1 KB values) of the memory-cap workload, over all tasks "
+                        "(default 1.6M: issue #36's acceptance; --quick 20k)")
+    p.add_argument("--memcap-mb", type=int, default=384,
+                   help="the memory-cap workload's cgroup and job.container.memory.mb "
+                        "(default 384)")
+    p.add_argument("--memcap-layouts", default="1x1,4x2",
+                   help="tasks x stores per task of the memory-cap runs, comma-separated "
+                        "(default 1x1,4x2: one task and one store; 4 tasks and 2 stores each)")
     p.add_argument("--out-dir", type=Path, default=REPO / "benchmarks",
                    help="where results.json, results.md and readme-table.md go (default "
                         "benchmarks/)")
@@ -172,6 +194,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     bad = [s for s in args.system_list if s not in ALL_SYSTEMS]
     if bad:
         p.error(f"unknown system(s) {bad}; choose from {', '.join(ALL_SYSTEMS)}")
+    try:
+        args.memcap_layouts = [tuple(int(n) for n in item.strip().split("x", 1))
+                               for item in args.memcap_layouts.split(",") if item.strip()]
+    except ValueError:
+        p.error(f"--memcap-layouts: TASKSxSTORES, comma-separated, not {args.memcap_layouts!r}")
+    if any(len(lay) != 2 or lay[0] < 1 or lay[1] not in (1, 2) for lay in args.memcap_layouts):
+        p.error("--memcap-layouts: tasks >= 1 and 1 or 2 stores, e.g. 1x1,4x2")
     sizes = QUICK if args.quick else FULL
     for key, value in sizes.items():
         if getattr(args, key) is None:

@@ -22,12 +22,17 @@ from confluent_kafka import Consumer, Message
 from millpond.changelog.errors import BadChangelogRecordError
 from millpond.kafka.reading import read_range
 from millpond.serdes import BytesSerde, Serde
+from millpond.stores.malloc import release_free_memory
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 PROGRESS_EVERY_S = 3.0
+# Give the heap's freed memory back to the OS after every this many restored bytes, and at
+# the end (millpond.stores.malloc): a restore frees as much as it allocates, in pieces that
+# glibc otherwise keeps, while the job's caches fill beside it.
+TRIM_EVERY_BYTES = 32 * 1024 * 1024
 
 
 @dataclass
@@ -160,6 +165,7 @@ def restore_steps(
     began = last_log = time.monotonic()
     total = max(0, stats.end_offset - stats.start_offset)
     write_batch = engine.write_batch
+    trimmed_at = stats.bytes
     # closing(): an early close of this generator unassigns the consumer at once, not at GC.
     with closing(read_range(consumer, stats.topic, stats.partition, stats.start_offset,
                             stats.end_offset)) as batches:
@@ -173,6 +179,9 @@ def restore_steps(
             stats.records += len(keys)
             stats.position = batch[-1].offset() + 1  # type: ignore[operator]
             stats.bytes += sum(map(len, keys)) + sum(map(len, filter(None, values)))  # type: ignore[arg-type]
+            if stats.bytes >= trimmed_at + TRIM_EVERY_BYTES:
+                trimmed_at = stats.bytes
+                release_free_memory()
             listener.on_batch_restored(stats)
             now = time.monotonic()
             if now - last_log >= PROGRESS_EVERY_S:
@@ -182,6 +191,9 @@ def restore_steps(
                          stats.topic, stats.partition, stats.records, total, stats.records_per_s)
             yield stats
     engine.flush()
+    # What the restore freed (batches, flushed memtables) goes back to the OS, not under
+    # what the job allocates next (millpond.stores.malloc).
+    release_free_memory()
     stats.seconds = time.monotonic() - began
     stats.position = max(stats.position, stats.end_offset)
     if stats.bad_records:

@@ -12,10 +12,14 @@ object caches               15% of B, shared: each open store's cache gets an eq
 restore                     up to 16 MiB (4%) each for the restore consumer's prefetch and
                             for one restore batch in Python
 input consumer prefetch     up to 64 MiB (4%): librdkafka's queued.max.messages.kbytes
-producer buffers            6% of B: each task producer's queue.buffering.max.kbytes
-Python and headroom         the rest (at least 25%, at least 64 MiB: under 256 MB every share
-                            above shrinks in proportion): the interpreter, libraries, the
-                            task's own objects, what RocksDB holds outside the cache
+producer buffers            6% of B: all task producers of the process together; each
+                            task producer's queue.buffering.max.kbytes is 1/N of it for a
+                            job of N tasks (at least 1 MiB: librdkafka never queues a
+                            message larger than its buffer)
+Python and headroom         the rest: at least 25%, and at least 160 MiB or half the budget
+                            (at least 64 MiB), so under 640 MB every share above shrinks in
+                            proportion: the interpreter, libraries, the task's own objects,
+                            librdkafka's threads, what RocksDB holds outside the cache
 ==========================  ====================================================================
 
 A store's own ``container.cache.size.bytes`` gives it a block cache of its own (per task,
@@ -40,6 +44,11 @@ DEFAULT_BUDGET_MB = 1024
 MIN_BUDGET_MB = 96
 HEADROOM_SHARE = 0.25  # at least this share of the budget is left for Python ...
 HEADROOM_MIN = 64 * MiB  # ... and at least this (the interpreter and libraries take ~50 MB)
+# ... and, while it is at most half the budget, this much: what no share bounds (the
+# interpreter and libraries, librdkafka's threads, RocksDB's table readers and compaction
+# and flush buffers, freed memory the allocator keeps) measured 150-190 MiB for 4 tasks x
+# 2 stores of 1.6M x 1 KB under a 384 MB cap, where 25% (96 MiB) got it OOM-killed.
+HEADROOM_SMALL = 160 * MiB
 
 BLOCK_CACHE_SHARE = 0.40
 WRITE_BUFFER_SHARE_OF_CACHE = 1 / 3
@@ -49,6 +58,7 @@ RESTORE_CAP = 16 * MiB
 INPUT_PREFETCH_SHARE = 0.04
 INPUT_PREFETCH_CAP = 64 * MiB  # librdkafka's default queued.max.messages.kbytes
 PRODUCER_SHARE = 0.06
+PRODUCER_MIN = MiB  # a task producer's smallest buffer: librdkafka queues no larger message
 MEMTABLE_CAP = 32 * MiB  # Samza's default memtable size
 NUM_MEMTABLES = 3  # rocksdb.num.write.buffers' default
 
@@ -83,7 +93,8 @@ class MemoryPlan:
     restore_prefetch: int  # the restore consumer's queued.max.messages.kbytes (bytes)
     restore_batch: int  # bytes of records in one restore batch
     input_prefetch: int  # the input consumer's queued.max.messages.kbytes (bytes)
-    producer_buffer: int  # each task producer's queue.buffering.max.kbytes (bytes)
+    producer_buffer: int  # all task producers' queue.buffering.max.kbytes together (bytes;
+    # the user's systems.kafka.producer. key: each producer's)
     overrides: tuple[MemoryPart, ...] = field(default=())  # the user's keys that changed it
     user_input_prefetch: bool = False  # systems.kafka.consumer.queued.max.messages.kbytes set
     user_producer_buffer: bool = False  # systems.kafka.producer.queue.buffering.max.kbytes set
@@ -111,13 +122,23 @@ class MemoryPlan:
                        + (" (your systems.kafka.consumer. key)" if self.user_input_prefetch
                           else "")),
             MemoryPart("producer buffers", self.producer_buffer,
-                       "each task producer's queue.buffering.max.kbytes"
-                       + (" (your systems.kafka.producer. key)" if self.user_producer_buffer
-                          else "")),
+                       ("each task producer's queue.buffering.max.kbytes (your "
+                        "systems.kafka.producer. key)" if self.user_producer_buffer else
+                        "all task producers: each 1/N of it for N tasks")),
             MemoryPart("python and headroom", self.headroom,
                        "interpreter, libraries, the task's objects, index/filter blocks"),
             *self.overrides,
         ]
+
+    def task_producer_buffer(self, tasks: int, message_max_bytes: int = 0) -> int:
+        """Each task producer's queue.buffering.max.kbytes in bytes for a job of ``tasks``
+        tasks: the plan's producer share divided between them (a process can hold every
+        task of the job), never under :data:`PRODUCER_MIN` nor under one message of
+        ``message_max_bytes``. The user's systems.kafka.producer. key is each producer's
+        as it is."""
+        if self.user_producer_buffer:
+            return self.producer_buffer
+        return max(PRODUCER_MIN, message_max_bytes, self.producer_buffer // max(1, tasks))
 
     def render(self) -> str:
         """The plan as text, one part a line (``millpond describe --explain-memory``)."""
@@ -133,7 +154,8 @@ class MemoryPlan:
                 f"{_mb(self.block_cache)} (memtables {_mb(self.write_buffers)}), object caches "
                 f"{_mb(self.object_caches)}, restore {_mb(self.restore_prefetch)} + "
                 f"{_mb(self.restore_batch)}, input {_mb(self.input_prefetch)}, producers "
-                f"{_mb(self.producer_buffer)} each, headroom {_mb(self.headroom)}"
+                f"{_mb(self.producer_buffer)}{' each' if self.user_producer_buffer else ''}, "
+                f"headroom {_mb(self.headroom)}"
                 + (f"; {len(self.overrides)} store key(s) outside it" if self.overrides else ""))
 
 
@@ -150,8 +172,10 @@ def plan_memory(props: Properties, stores: Mapping[str, Mapping[str, str]] | Non
     else:
         mb, source = DEFAULT_BUDGET_MB, "default: no job.container.memory.mb"
     budget = mb * MiB
-    # Under 256 MB the 64 MiB headroom floor takes more than 25%: the shares shrink.
-    scale = min(1.0, (budget - HEADROOM_MIN) / (budget * (1 - HEADROOM_SHARE)))
+    # Under 640 MB the headroom floor (160 MiB, or half the budget and at least 64 MiB)
+    # takes more than 25%: the shares shrink.
+    floor = min(HEADROOM_SMALL, max(HEADROOM_MIN, budget // 2))
+    scale = min(1.0, (budget - floor) / (budget * (1 - HEADROOM_SHARE)))
     share = budget * scale  # what the fractions below are taken of
     block_cache = int(share * BLOCK_CACHE_SHARE)
     write_buffers = int(block_cache * WRITE_BUFFER_SHARE_OF_CACHE)

@@ -30,6 +30,7 @@ from confluent_kafka import Consumer, KafkaException
 from millpond.changelog.generations import current_topics
 from millpond.changelog.restore import RestoreListener
 from millpond.config import Config
+from millpond.config.memory import MemoryPlan
 from millpond.job import Job
 from millpond.kafka import clients
 from millpond.kafka.admin import OutputTopics, check_job_topics
@@ -198,6 +199,10 @@ class Container:
         self.side_inputs.check_partitions(admin.partition_count, task_count)
         if self.query_server is not None and self.query_server.router is not None:
             self.query_server.router.partitions = task_count  # keys route from now on
+        # The plan's producer share is for every task producer this process can hold (all
+        # of the job's tasks), not for each of them.
+        self.producer_conf = task_producer_conf(self.producer_conf, self.config.memory,
+                                                task_count)
         context = self._open_context(
             OutputTopics(admin, task_count, self.client_conf["bootstrap.servers"]))
         self.backups = context.backups
@@ -302,3 +307,16 @@ def run_job(config: Config, **kwargs: Any) -> Container:
     container = Container(config, **kwargs)
     container.run()
     return container
+
+
+def task_producer_conf(conf: dict[str, Any], plan: MemoryPlan, tasks: int) -> dict[str, Any]:
+    """``conf`` with each task producer's queue.buffering.max.kbytes for a job of ``tasks``
+    tasks (:meth:`MemoryPlan.task_producer_buffer`); the user's own key is kept."""
+    if plan.user_producer_buffer:
+        return conf
+    try:
+        largest = int(conf.get("message.max.bytes", 0))
+    except (TypeError, ValueError):
+        largest = 0
+    return {**conf, "queue.buffering.max.kbytes":
+            max(1, plan.task_producer_buffer(tasks, largest) // 1024)}

@@ -14,6 +14,7 @@ import sys
 from millpond.config.memory import MemoryPlan
 from millpond.stores.cached import cache_budget
 from millpond.stores.engines.rocksdb_options import process_memory
+from millpond.stores.malloc import release_free_memory
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +67,12 @@ class MemoryWatch:
         log.info("%s", self.plan.summary())
 
     def status(self) -> str:
-        """``rss X MiB / budget Y MiB`` for the status line; warns once above WARN_AT."""
+        """``rss X MiB / budget Y MiB`` for the status line; warns once above WARN_AT.
+
+        First gives the heap's freed memory back to the OS (millpond.stores.malloc): glibc
+        keeps what a restore, a write-down or a rebalance freed, and the caches that fill
+        next come on top of it (a few ms every status interval)."""
+        release_free_memory()
         rss = rss_bytes()
         budget = self.plan.budget
         if rss > WARN_AT * budget and not self.warned:

@@ -158,7 +158,10 @@ def test_interrupted_restore_over_a_clean_store_is_not_trusted_later(
 
 def test_restore_steps_yields_per_batch_and_restore_partition_drains(
     kafka_bootstrap: str, topic_name: Callable[[str], str], tmp_path: Path, consumer: Consumer,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    trims: list[int] = []  # each restore gives what it freed back once, at its end
+    monkeypatch.setattr(restore, "release_free_memory", lambda: trims.append(1) or True)
     topic = topic_name("changelog")
     create_topic(kafka_bootstrap, topic, 1)
     latest = _produce(kafka_bootstrap, topic, 0, 450, 1000)
@@ -175,8 +178,9 @@ def test_restore_steps_yields_per_batch_and_restore_partition_drains(
         assert len(counts) >= 450 // SMALL_BATCH and counts[-1] == 450
         assert all(0 < b - a <= SMALL_BATCH for a, b in zip([0, *counts], counts, strict=False))
         assert final.records == 450 and consumer.assignment() == []
+        assert trims == [1]
         stats = restore.restore_partition(drained, consumer, RestoreStats("s", topic, 0, 0, 450))
-        assert stats.records == 450
+        assert stats.records == 450 and trims == [1, 1]
         assert _content(stepped) == _content(drained) == latest
     finally:
         stepped.close()

@@ -34,7 +34,7 @@ def test_explain_memory_prints_each_part_and_the_keys_that_changed_it(tmp_path: 
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == "memory budget 384.0 MiB (cluster-manager.container.memory.mb=384)"
-    assert any(line.split()[:3] == ["rocksdb", "block", "cache"] and "153.6 MiB" in line
+    assert any(line.split()[:3] == ["rocksdb", "block", "cache"] and "119.5 MiB" in line
                for line in lines)
     assert any("stores.counts.object.cache.max.bytes" in line and "outside the budget" in line
                for line in lines)

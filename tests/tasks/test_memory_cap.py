@@ -21,7 +21,7 @@ import pytest
 from confluent_kafka import Producer
 from rocksdict import AccessType, Options, Rdict
 
-from tests.cgroup_util import MemoryCgroup
+from millpond.dev.cgroup import MemoryCgroup
 from tests.kafka_util import MILLPOND, REPO, create_topic, write_properties
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(900)]
@@ -123,7 +123,8 @@ def test_a_store_4x_the_cap_builds_restarts_and_restores_exact_inside_it(
     runs = []
 
     def capped(*args: str) -> None:
-        done = cgroup.run([MILLPOND, *args, "--config", str(config)], REPO, timeout=600)
+        done = cgroup.run([MILLPOND, *args, "--config", str(config)], REPO, timeout=600,
+                          log_dir=tmp_path)
         runs.append((args[0], done.peak_anon, done.peak_file))
         assert done.oom_kills == 0 and done.returncode == 0, (args, done.returncode,
                                                               done.output[-3000:])

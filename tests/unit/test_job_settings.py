@@ -58,7 +58,8 @@ def test_keys_that_are_no_librdkafka_setting_stay_out_of_the_clients() -> None:
 def test_the_memory_plan_bounds_the_client_buffers_unless_a_key_does() -> None:
     j = job("job.container.memory.mb=384\n")
     assert j.consumer_conf["queued.max.messages.kbytes"] == j.memory.input_prefetch // 1024
-    assert j.producer_conf["queue.buffering.max.kbytes"] == int(384 * 1024 * 0.06)
+    # the whole producer share; each task producer gets 1/N of it (task_producer_conf)
+    assert j.producer_conf["queue.buffering.max.kbytes"] == j.memory.producer_buffer // 1024
     mine = job("job.container.memory.mb=384\n"
                "systems.kafka.consumer.queued.max.messages.kbytes=2048\n"
                "systems.kafka.producer.queue.buffering.max.kbytes=4096\n")

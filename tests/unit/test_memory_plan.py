@@ -74,3 +74,44 @@ def test_stores_share_one_block_cache_and_write_buffer_manager(tmp_path: Path) -
     assert 0 < used_buffers <= used_cache <= 16 * MiB  # three stores' memtables, one cache
     for engine in engines:
         engine.close()
+
+
+def test_the_producer_share_is_for_all_task_producers_of_the_process() -> None:
+    # A process can hold every task of the job: 4 tasks' producers together get the 6%,
+    # not 6% each (which put 3 more producer buffers outside a 384 MB budget).
+    from millpond.config.memory import PRODUCER_MIN
+    from millpond.tasks.container import task_producer_conf
+
+    p = plan("job.container.memory.mb=384\n")
+    assert p.producer_buffer > 16 * MiB
+    for tasks in (1, 4, 8):
+        each = p.task_producer_buffer(tasks)
+        assert each == p.producer_buffer // tasks and tasks * each <= p.producer_buffer
+        conf = task_producer_conf({"bootstrap.servers": "h:9092"}, p, tasks)
+        assert conf["queue.buffering.max.kbytes"] == each // 1024
+    # Never under one message: librdkafka cannot queue a message larger than the buffer.
+    assert p.task_producer_buffer(1000) == PRODUCER_MIN
+    assert p.task_producer_buffer(1000, 4 * MiB) == 4 * MiB
+    conf = task_producer_conf({"message.max.bytes": str(3 * MiB)}, p, 1000)
+    assert conf["queue.buffering.max.kbytes"] == 3 * 1024
+    # The user's own key is each producer's, as it is.
+    mine = plan("job.container.memory.mb=384\n"
+                "systems.kafka.producer.queue.buffering.max.kbytes=65536\n")
+    assert mine.task_producer_buffer(8) == 64 * MiB
+    conf = {"queue.buffering.max.kbytes": 65536}
+    assert task_producer_conf(conf, mine, 8) is conf
+    assert "all task producers" in p.render() and "your systems.kafka.producer." in mine.render()
+
+
+def test_small_budgets_keep_160_mib_for_what_no_share_bounds() -> None:
+    # 4 tasks x 2 stores under a 384 MB cap were OOM-killed with 25% (96 MiB) of headroom:
+    # Python, librdkafka's threads and RocksDB outside its cache took 150-190 MiB.
+    p = plan("job.container.memory.mb=384\n")
+    assert p.headroom >= 160 * MiB and p.block_cache < int(0.40 * p.budget)
+    assert sum(part.bytes for part in p.parts() if not part.name.startswith(" ")) == p.budget
+    half = plan("job.container.memory.mb=256\n")
+    assert half.headroom >= 128 * MiB  # half the budget where 160 MiB is more than half
+    small = plan("job.container.memory.mb=96\n")
+    assert 64 * MiB <= small.headroom < 70 * MiB  # the 64 MiB floor as before
+    big = plan("job.container.memory.mb=1024\n")  # from 640 MB on, 25% is more: unchanged
+    assert big.block_cache == int(0.40 * big.budget) and big.headroom >= 0.25 * big.budget

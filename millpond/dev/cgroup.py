@@ -1,11 +1,14 @@
-"""A memory-capped cgroup for a test's child processes (cgroup v1 or v2, whichever this
-machine has writable), and running a command inside it with its peak RSS and OOM kills."""
+"""A memory-capped cgroup for child processes (cgroup v1 or v2, whichever this machine has
+writable), and running a command inside it with its peak RSS, the cgroup's own peak and its
+OOM kills. Used by the memory-cap test (tests/tasks/test_memory_cap.py) and benchmark
+(benchmarks/memory_cap.py)."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import threading
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +26,9 @@ class Run:
     peak_file: int  # bytes: the highest RssFile sampled (libraries, mostly shared)
     output: str
     oom_kills: int  # the cgroup's OOM kills so far
+    peak_cgroup: int = 0  # bytes: the cgroup's own peak charge during the run (its page
+    # cache included; memory.max_usage_in_bytes on v1, memory.peak on v2; 0 if unreadable)
+    wall_s: float = 0.0
 
 
 class MemoryCgroup:
@@ -34,7 +40,7 @@ class MemoryCgroup:
     @classmethod
     def make(cls, cap: int) -> MemoryCgroup:
         """A new capped cgroup under this process's own; OSError if none can be made."""
-        name = f"millpond-test-{uuid.uuid4().hex[:8]}"
+        name = f"millpond-cap-{uuid.uuid4().hex[:8]}"
         lines = Path("/proc/self/cgroup").read_text().splitlines()
         v1 = next((ln.split(":", 2)[2] for ln in lines if ln.split(":")[1] == "memory"), None)
         if v1 is not None and (ROOT / "memory").is_dir():
@@ -85,13 +91,33 @@ class MemoryCgroup:
             out["peak"] = int(peak)
         return out
 
-    def run(self, args: list[str], cwd: Path, timeout: float) -> Run:
-        """Run ``args`` inside the cgroup (it joins it before exec) to its end."""
-        log = cwd / f".cgroup-run-{uuid.uuid4().hex[:8]}.log"
+    def peak(self) -> int:
+        """The cgroup's peak charge in bytes (since it was made or last reset); 0 if unknown."""
+        text = _read(self.path / ("memory.max_usage_in_bytes" if self.version == 1
+                                  else "memory.peak")).strip()
+        return int(text) if text.isdigit() else 0
+
+    def reset_peak(self) -> None:
+        """Start the cgroup's peak afresh where the kernel allows it (v1 always; v2 from
+        Linux 6.12): each run's ``peak_cgroup`` is then its own."""
+        try:
+            (self.path / ("memory.max_usage_in_bytes" if self.version == 1
+                          else "memory.peak")).write_text("0")
+        except OSError:
+            pass
+
+    def run(self, args: list[str], cwd: Path, timeout: float,
+            env: dict[str, str] | None = None, log_dir: Path | None = None) -> Run:
+        """Run ``args`` inside the cgroup (it joins it before exec) to its end; its output
+        goes through a file in ``log_dir`` (default ``cwd``), removed after."""
+        log = (log_dir or cwd) / f".cgroup-run-{uuid.uuid4().hex[:8]}.log"
+        self.reset_peak()
+        started = time.monotonic()
         with open(log, "w") as out:
             proc = subprocess.Popen(
                 ["sh", "-c", 'echo $$ > "$0" && exec "$@"', str(self.path / "cgroup.procs"),
-                 *args], cwd=cwd, stdout=out, stderr=subprocess.STDOUT)
+                 *args], cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
+                env=None if env is None else {**os.environ, **env})
         timer = threading.Timer(timeout, proc.kill)
         timer.start()
         peaks = {"RssAnon:": 0, "RssFile:": 0}
@@ -112,11 +138,12 @@ class MemoryCgroup:
             timer.cancel()
             done.set()
             sampler.join()
+        wall = time.monotonic() - started
         proc.returncode = os.waitstatus_to_exitcode(status)
         text = log.read_text()
         log.unlink()
         return Run(proc.returncode, usage.ru_maxrss * 1024, peaks["RssAnon:"],
-                   peaks["RssFile:"], text, self.oom_kills())
+                   peaks["RssFile:"], text, self.oom_kills(), self.peak(), wall)
 
     def close(self) -> None:
         try:
