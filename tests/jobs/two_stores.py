@@ -34,7 +34,8 @@ class TwoStores(StreamTask):
 
 class TimedRestoreListener:
     """Appends ``<unix time> <pid> <event> <store> <partition> <records>`` per restore
-    callback to the file named by ``MILLPOND_TEST_EVENTS`` (one line, one write)."""
+    callback to the file named by ``MILLPOND_TEST_EVENTS`` (one line, one write); waits
+    ``MILLPOND_TEST_RESTORE_START_DELAY`` seconds at each restore's start."""
 
     def _log(self, event: str, stats) -> None:  # type: ignore[no-untyped-def]
         line = (f"{time.time():.3f} {os.getpid()} {event} {stats.store} {stats.partition} "
@@ -44,6 +45,9 @@ class TimedRestoreListener:
 
     def on_restore_start(self, stats) -> None:  # type: ignore[no-untyped-def]
         self._log("start", stats)
+        # A restore that takes at least this long per store partition (seconds), so a test can
+        # make a process join while it restores however fast the machine restores
+        time.sleep(float(os.environ.get("MILLPOND_TEST_RESTORE_START_DELAY", "0")))
 
     def on_batch_restored(self, stats) -> None:  # type: ignore[no-untyped-def]
         pass
