@@ -45,7 +45,8 @@ test: kafka-jars
 	$(BIN)/pytest -q -ra --durations=15 -m "not cluster and not secure and not spark and not slow" --ignore=tests/faults
 
 # The PySpark commands' tests (local Spark sessions against the tests' broker) and the long
-# ones (marked slow: a job under a real memory cap, the operator-mistake CLI runs), their own
+# ones (marked slow: a job under a real memory cap, the operator-mistake CLI runs, routed
+# queries across a stopped or killed process), their own
 # run so each stays under 20 min on 2 cores.
 test-slow: kafka-jars
 	$(PYC)

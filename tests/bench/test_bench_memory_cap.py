@@ -17,7 +17,7 @@ import pytest
 from millpond.dev.cgroup import MemoryCgroup
 from tests.kafka_util import REPO
 
-pytestmark = pytest.mark.kafka
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]  # 24 s: make test-slow
 
 
 def test_quick_memory_cap_through_the_harness(kafka_bootstrap: str, tmp_path: Path) -> None:

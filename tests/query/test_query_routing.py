@@ -101,6 +101,7 @@ def scan(url: str) -> list[tuple[str, int]]:
             return out
 
 
+@pytest.mark.slow  # 35 s each: its own target keeps make test under 20 min
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGKILL],
                          ids=["stopped", "killed"])
