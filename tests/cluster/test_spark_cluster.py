@@ -44,21 +44,40 @@ LOCAL_ARGS = ["--master", "local[2]", "--shuffle-partitions", "2"]
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    from millpond.dev.errors import DevError
+    """The cluster as a user starts it: ``millpond dev spark start``, then ``status``; at the
+    end ``stop``, after which ``status`` says it is not running and no daemon is left
+    (docs/reference/cli.md's ``dev spark`` commands, tested here where a cluster runs)."""
+    from millpond.dev.procs import alive
     from millpond.dev.spark import LocalSparkCluster
 
     if not Path(SPARK_SUBMIT).exists():
         unavailable(f"spark-submit is not installed beside {sys.executable}")
-    cluster = LocalSparkCluster(tmp_path_factory.mktemp("spark-cluster"), workers=2,
-                                worker_cores=1, worker_memory="1g", port=free_port(),
-                                web_port=free_port())
-    try:
-        cluster.start(timeout=180)
-    except DevError as exc:
+    data, port = tmp_path_factory.mktemp("spark-cluster"), free_port()
+    cli = ("dev", "spark", "--data-dir", str(data), "--port", str(port), "--workers", "2",
+           "--worker-memory", "1g")
+    started = millpond(*cli, "start", "--timeout", "180", timeout=240)
+    cluster = LocalSparkCluster(data, workers=2, worker_cores=1, worker_memory="1g",
+                                port=port)  # the ports the CLI saved in the data dir
+    pids: list[int] = []
+    if started.returncode != 0:
         cluster.stop()
-        unavailable(f"the Spark cluster did not start: {exc}")
-    yield cluster
-    cluster.stop()
+        unavailable(f"the Spark cluster did not start: {started.stdout}{started.stderr}")
+    try:
+        assert started.stdout.strip().splitlines()[-1] == f"spark://127.0.0.1:{port}", \
+            started.stdout
+        status = millpond("dev", "spark", "--data-dir", str(data), "status")
+        assert status.returncode == 0, status.stdout + status.stderr
+        assert status.stdout.startswith(
+            f"running master=spark://127.0.0.1:{port} workers=2 web="), status.stdout
+        pids = cluster.status().pids
+        assert len(pids) == 3, pids  # a master and two workers
+        yield cluster
+    finally:
+        stopped = millpond("dev", "spark", "--data-dir", str(data), "stop", timeout=120)
+        assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+        after = millpond("dev", "spark", "--data-dir", str(data), "status")
+        assert after.returncode == 1 and after.stdout.startswith("not running"), after.stdout
+        assert not [p for p in pids if alive(p)], pids
 
 
 def submit(cluster: Any, *args: str) -> subprocess.CompletedProcess[str]:
