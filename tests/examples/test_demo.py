@@ -2,8 +2,8 @@
 
 The demo runs as ``make demo`` runs it (``python -m examples.demo``) with four options:
 ``--bootstrap`` (the test's broker), ``--state-dir`` (a tmp dir), ``--no-spark-audit``
-(Spark's start-up alone would take most of a minute; ``millpond spark audit`` has tests of its
-own under tests/spark) and ``--metrics-port 0`` (the jobs serve Prometheus metrics). Its
+(Spark's start-up alone would take most of a minute: the demo with its audit step is its own
+test, marked spark, in ``make test-slow``) and ``--metrics-port 0`` (the jobs serve Prometheus metrics). Its
 output is checked for what a new user should not meet: raw librdkafka lines, Spark WARN
 lines, progress lines that do not say what they count.
 """
@@ -27,11 +27,14 @@ from tests.kafka_util import REPO
 pytestmark = pytest.mark.kafka
 
 
-def run_demo(bootstrap: str, state: Path, timeout: float = 180) -> tuple[int, str]:
-    """Run the demo to its end (its process group is killed if it overruns ``timeout``)."""
+def run_demo(bootstrap: str, state: Path, timeout: float = 180,
+             audit: bool = False) -> tuple[int, str]:
+    """Run the demo to its end (its process group is killed if it overruns ``timeout``);
+    with ``audit`` its step 6 runs ``millpond spark audit`` as ``make demo`` does."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "examples.demo", "--bootstrap", bootstrap,
-         "--state-dir", str(state), "--no-spark-audit", "--metrics-port", "0"],
+         "--state-dir", str(state), *([] if audit else ["--no-spark-audit"]),
+         "--metrics-port", "0"],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True)
     try:
@@ -120,3 +123,19 @@ def test_demo_passes_against_the_test_broker(kafka_bootstrap: str, tmp_path: Pat
         time.sleep(0.5)
     assert left == [], f"the demo left its topics behind: {left}"
     print(f"demo took {took:.1f} s: {verdict}")
+
+
+@pytest.mark.spark
+def test_demo_audits_its_store_with_spark(kafka_bootstrap: str, tmp_path: Path) -> None:
+    """``make demo`` as it runs by default: step 6 audits the restored store against its
+    changelog with ``millpond spark audit`` (local Spark), and the verdict carries the
+    audit's own count of matching keys, none missing, extra or differing."""
+    code, out = run_demo(kafka_bootstrap, tmp_path / "state", timeout=420, audit=True)
+    (tmp_path / "demo.log").write_text(out)
+    assert code == 0, out[-6000:]
+    verdict = out.rstrip().splitlines()[-1]
+    audit = re.search(r"spark audit ok: (\d+) keys match the changelog "
+                      r"\(0 missing, 0 extra, 0 differing\)", verdict)
+    assert verdict.startswith("demo: PASS ") and audit is not None, out[-6000:]
+    assert int(audit[1]) > 0, verdict  # the store's keys: its open hours, not every count
+    assert_readable(out)
