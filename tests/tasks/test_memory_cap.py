@@ -8,7 +8,6 @@ controller exists). Slow (about a minute and a half on 2 cores): marked ``slow``
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import random
@@ -18,9 +17,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
 from rocksdict import AccessType, Options, Rdict
 
+from benchmarks import memory_cap
 from millpond.dev.cgroup import MemoryCgroup
 from tests.kafka_util import MILLPOND, REPO, create_topic, write_properties
 
@@ -45,26 +44,18 @@ def cgroup() -> Iterator[MemoryCgroup]:
     group.close()
 
 
+VALUE_BYTES = 4_000  # 4 KB values make the store 4x the cap with a quarter of 1 KB's messages
+
+
 def body(key: str, version: int) -> str:
-    """~4 KB of incompressible text, the same for the same key and version (4 KB values
-    make the store 4x the cap with a quarter of the messages of 1 KB ones)."""
-    return base64.b64encode(random.Random(f"{key}:{version}").randbytes(3000)).decode()
+    """~4 KB of incompressible text, the same for the same key and version (the
+    benchmark's, which :func:`produce` wrote)."""
+    return memory_cap.body(key, version, VALUE_BYTES)
 
 
 def produce(bootstrap: str, topic: str, keys: list[str], versions: Counter[str]) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50,
-                         "batch.size": 1_000_000, "queue.buffering.max.messages": 200_000})
-    for key in keys:
-        versions[key] += 1
-        value = json.dumps({"id": key, "body": body(key, versions[key])})
-        while True:
-            try:
-                producer.produce(topic, value.encode(), key.encode())
-                break
-            except BufferError:
-                producer.poll(0.1)
-        producer.poll(0)
-    assert producer.flush(60) == 0
+    """One message per entry of ``keys``, each the key's next version (the benchmark's)."""
+    memory_cap.produce(bootstrap, topic, keys, versions, VALUE_BYTES)
 
 
 def store_dir(state: Path) -> Path:
