@@ -6,6 +6,7 @@ import ast
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -134,6 +135,17 @@ def start_job(config: Path, *args: str, env: dict[str, str] | None = None) -> su
     return subprocess.Popen([MILLPOND, "run", "--config", str(config), *args], cwd=REPO,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env={**os.environ, **(env or {})})
+
+
+def stop_job(job: subprocess.Popen[str], timeout: float = 30) -> None:
+    """SIGTERM a started job and wait ``timeout`` s for it to stop; SIGKILL it past that
+    (the test then fails on its exit code)."""
+    job.send_signal(signal.SIGTERM)
+    try:
+        job.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        job.kill()
+        job.wait(timeout=10)
 
 
 def millpond(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:

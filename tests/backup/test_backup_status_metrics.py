@@ -10,7 +10,6 @@ match the bucket's one manifest per partition exactly.
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -29,10 +28,11 @@ from tests.kafka_util import (
     millpond,
     produce_users,
     start_job,
+    stop_job,
     write_properties,
 )
+from tests.metrics.scrape import scrape_until
 from tests.metrics.test_prometheus_scrape import URL_LINE, Lines
-from tests.metrics.test_restore_metrics import scrape
 
 pytestmark = pytest.mark.kafka
 
@@ -70,21 +70,11 @@ def test_backup_metrics_and_status(kafka_bootstrap: str, topic_name: Callable[[s
     try:
         out = Lines(job)
         url = out.wait_for(URL_LINE, timeout=60).group(1)
-        deadline = time.monotonic() + 60
-        while True:  # one snapshot per task partition, scraped
-            metrics = scrape(url)
-            if _by_task(metrics, "millpond_backup_last_snapshot_offset").keys() == tasks:
-                break
-            assert time.monotonic() < deadline and job.poll() is None, (
-                metrics.get("millpond_backup_uploads_total"), out.text()[-3000:])
-            time.sleep(0.3)
+        metrics = scrape_until(  # one snapshot per task partition, scraped
+            url, lambda m: _by_task(m, "millpond_backup_last_snapshot_offset").keys() == tasks,
+            job, out.text)
     finally:
-        job.send_signal(signal.SIGTERM)
-        try:
-            job.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            job.kill()
-            job.wait(timeout=10)
+        stop_job(job)
     assert job.returncode == 0, out.text()[-3000:]
 
     # /metrics agrees with the bucket: one upload each, its offset and time, no failure

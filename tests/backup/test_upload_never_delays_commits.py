@@ -7,8 +7,6 @@ the input on. A commit that waited for the upload would commit once in that wind
 
 from __future__ import annotations
 
-import signal
-import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +22,7 @@ from tests.kafka_util import (
     create_topic,
     produce_users,
     start_job,
+    stop_job,
     write_properties,
 )
 
@@ -67,12 +66,7 @@ def test_commits_go_on_while_a_snapshot_uploads(
         assert job.poll() is None, "the job ended before the upload did"
     finally:
         slow.close()  # the next upload fails at once instead of holding the stop up
-        job.send_signal(signal.SIGTERM)
-        try:
-            job.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            job.kill()
-            job.wait(timeout=10)
+        stop_job(job, timeout=60)
 
     assert ended - began >= 2, f"the upload was not slow ({ended - began:.1f} s)"
     records = checkpoint_records(kafka_bootstrap, name)[0]

@@ -32,7 +32,7 @@ from tests.kafka_util import (
     read_topic,
     write_properties,
 )
-from tests.metrics.test_restore_metrics import scrape
+from tests.metrics.scrape import scrape
 
 pytestmark = pytest.mark.kafka
 

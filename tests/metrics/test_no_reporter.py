@@ -5,14 +5,19 @@ from __future__ import annotations
 
 import os
 import re
-import signal
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.kafka_util import counting_job, create_topic, produce_users, start_job, write_properties
+from tests.kafka_util import (
+    counting_job,
+    create_topic,
+    produce_users,
+    start_job,
+    stop_job,
+    write_properties,
+)
 from tests.metrics.test_prometheus_scrape import URL_LINE, Lines
 
 pytestmark = pytest.mark.kafka
@@ -63,9 +68,4 @@ def test_a_job_listens_only_when_a_reporter_is_configured(
             assert ports == set(), out.text()[-2000:]
             assert "Prometheus" not in out.text()
     finally:
-        job.send_signal(signal.SIGTERM)
-        try:
-            job.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            job.kill()
-            job.wait(timeout=10)
+        stop_job(job)

@@ -15,7 +15,6 @@ import json
 import math
 import re
 import shutil
-import signal
 import subprocess
 import threading
 import time
@@ -36,6 +35,7 @@ from tests.kafka_util import (
     create_topic,
     produce_users,
     start_job,
+    stop_job,
     write_properties,
 )
 
@@ -253,12 +253,7 @@ def test_prometheus_scrapes_a_job(kafka_bootstrap: str, topic_name: Callable[[st
         out.wait_for(re.compile(r"status: [\d,]+ msg/s, lag 0 msgs, 4 tasks \[0, 1, 2, 3\]"),
                      timeout=15)
     finally:
-        job.send_signal(signal.SIGTERM)
-        try:
-            job.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            job.kill()
-            job.wait(timeout=10)
+        stop_job(job)
     log = out.text()
     assert job.returncode == 0, log[-3000:]
     assert "Traceback" not in log

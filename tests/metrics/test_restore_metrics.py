@@ -10,15 +10,11 @@ keys, four open tasks, no lag and nothing processed.
 from __future__ import annotations
 
 import shutil
-import signal
-import subprocess
 import time
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.kafka_util import (
     counting_job,
@@ -27,28 +23,15 @@ from tests.kafka_util import (
     read_topic,
     run_job,
     start_job,
+    stop_job,
     write_properties,
 )
+from tests.metrics.scrape import scrape_until, total
 from tests.metrics.test_prometheus_scrape import URL_LINE, Lines
 
 pytestmark = pytest.mark.kafka
 
 PARTITIONS, MESSAGES, USERS = 4, 3000, 200
-
-
-def scrape(url: str) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
-    """sample name -> {sorted labels: value} of one GET of ``url``."""
-    with urllib.request.urlopen(url, timeout=10) as response:
-        text = response.read().decode()
-    out: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:
-            out.setdefault(s.name, {})[tuple(sorted(s.labels.items()))] = s.value
-    return out
-
-
-def total(metrics: dict, name: str) -> float:
-    return sum(metrics.get(name, {}).values())
 
 
 def test_restore_is_counted(kafka_bootstrap: str, topic_name: Callable[[str], str],
@@ -74,21 +57,12 @@ def test_restore_is_counted(kafka_bootstrap: str, topic_name: Callable[[str], st
         while out.text().count(" ready: restored ") < PARTITIONS:
             assert time.monotonic() < deadline and job.poll() is None, out.text()[-3000:]
             time.sleep(0.2)
-        deadline = time.monotonic() + 20
-        while True:  # lag and RocksDB properties are refreshed once per second
-            metrics = scrape(url)
-            if (len(metrics.get("millpond_consumer_lag", {})) == PARTITIONS
-                    and len(metrics.get("millpond_rocksdb_estimated_keys", {})) == PARTITIONS):
-                break
-            assert time.monotonic() < deadline, metrics
-            time.sleep(0.3)
+        metrics = scrape_until(  # lag and RocksDB properties are refreshed once per second
+            url, lambda m: (len(m.get("millpond_consumer_lag", {})) == PARTITIONS
+                            and len(m.get("millpond_rocksdb_estimated_keys", {})) == PARTITIONS),
+            job, out.text, timeout=20)
     finally:
-        job.send_signal(signal.SIGTERM)
-        try:
-            job.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            job.kill()
-            job.wait(timeout=10)
+        stop_job(job)
     assert job.returncode == 0, out.text()[-3000:]
 
     assert total(metrics, "millpond_restore_records_total") == len(changelog)

@@ -4,17 +4,14 @@ and the rest of its input exactly once."""
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.kafka_util import counting_job, dump_store, start_job, write_properties
+from tests.kafka_util import counting_job, dump_store, start_job, stop_job, write_properties
+from tests.metrics.scrape import scrape_until, total
 from tests.metrics.test_prometheus_scrape import URL_LINE, Lines
-from tests.metrics.test_restore_metrics import scrape, total
 from tests.tasks.test_runtime import _poison_input
 
 pytestmark = pytest.mark.kafka
@@ -35,24 +32,14 @@ def test_skipped_records_are_counted_on_the_jobs_metrics(
     try:
         out = Lines(job)
         url = out.wait_for(URL_LINE, timeout=60).group(1)
-        deadline = time.monotonic() + 60
-        while True:
-            metrics = scrape(url)
-            if total(metrics, "millpond_messages_processed_total") >= sum(expected.values()):
-                break
-            assert time.monotonic() < deadline and job.poll() is None, out.text()[-3000:]
-            time.sleep(0.3)
+        metrics = scrape_until(url, lambda m: total(m, "millpond_messages_processed_total")
+                               >= sum(expected.values()), job, out.text)
         assert total(metrics, "millpond_messages_skipped_total") == 1
         [labels] = metrics["millpond_messages_skipped_total"]
         assert dict(labels)["task"] == "partition-0"
         assert total(metrics, "millpond_producer_delivery_errors_total") == 0
     finally:
-        job.send_signal(signal.SIGTERM)
-        try:
-            job.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            job.kill()
-            job.wait(timeout=10)
+        stop_job(job)
     assert job.returncode == 0, out.text()[-3000:]
     assert dump_store(conf, "counts") == dict(expected)
 
