@@ -346,6 +346,11 @@ class OutputLines:
             raise AssertionError(f"{what}: not seen within {timeout} s:\n{''.join(lines[-30:])}")
         return lines
 
+    def so_far(self) -> str:
+        """What the process printed so far (it may still be running)."""
+        with self._cond:
+            return "".join(self.lines)
+
     def text(self, timeout: float = 30) -> str:
         """Everything printed, once the process closed its output (bounded)."""
         with self._cond:
