@@ -18,7 +18,8 @@ the ``Millpond-Served-By`` header names the endpoint(s) that answered.
 A scan takes ``limit`` (default 100, at most 10,000) and answers ``next``: null at the end,
 else a token that ``&next=<token>`` turns into the following page. A key is read by the
 store's key serde (:mod:`millpond.query.render`). Status codes: 400 for a malformed
-request, 404 for an unknown store (naming the stores) or path, 503 when the partition's task
+request, 401 without the endpoint's token when it has one (``job.query.token``: every
+``/stores`` request carries ``Authorization: Bearer <token>``), 404 for an unknown store (naming the stores) or path, 503 when the partition's task
 is not open in this process (not assigned here, or still restoring: with the restore's
 progress) or the job is starting or stopping.
 
@@ -28,6 +29,7 @@ The threads parse and render only; each query is answered on the run loop's thre
 
 from __future__ import annotations
 
+import hmac
 import json
 import logging
 import threading
@@ -151,10 +153,11 @@ class QueryServer:
     and with a ``router`` forwards what another process holds."""
 
     def __init__(self, host: str, port: int, serdes: Serdes, mailbox: Mailbox,
-                 router: Router | None = None) -> None:
+                 router: Router | None = None, token: str | None = None) -> None:
         self.serdes = serdes
         self.mailbox = mailbox
         self.router = router
+        self.token = token  # job.query.token: the bearer token every /stores request needs
         handler = type("Handler", (_Handler,), {"endpoint": self})
         try:
             self._http = ThreadingHTTPServer((host, port), handler)
@@ -190,6 +193,16 @@ class QueryServer:
             self._http.shutdown()
             self._thread.join(5)
         self._http.server_close()
+
+    def authorized(self, path: str, authorization: str | None) -> bool:
+        """Whether a request of ``path`` with this ``Authorization`` header may be answered:
+        without a token every request; with one, a data request (``/stores...``) only if it
+        carries ``Bearer <token>`` (compared in constant time)."""
+        if not self.token or not urlsplit(path).path.startswith("/stores"):
+            return True
+        scheme, _, given = (authorization or "").partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(
+            given.strip().encode(), self.token.encode())
 
     def handle(self, path: str, forwarded: bool = False) -> tuple[Answer, str]:
         """The answer to a GET of ``path`` and the endpoint(s) that gave it; ``forwarded``
@@ -340,6 +353,12 @@ class _Handler(BaseHTTPRequestHandler):
     server_version = "millpond-query"
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        if not self.endpoint.authorized(self.path, self.headers.get("Authorization")):
+            self.send_json(Answer(401, {"error": "this endpoint needs its token "
+                                                 "(job.query.token): Authorization: Bearer "
+                                                 "<token>"}), self.endpoint.url,
+                           {"WWW-Authenticate": 'Bearer realm="millpond"'})
+            return
         try:
             answer, served_by = self.endpoint.handle(
                 self.path, forwarded=self.headers.get(FORWARDED) is not None)
@@ -347,12 +366,19 @@ class _Handler(BaseHTTPRequestHandler):
             log.warning("query %s failed: %s", self.path, exc, exc_info=True)
             answer = Answer(500, {"error": f"{type(exc).__name__}: {exc}"})
             served_by = self.endpoint.url
+        self.send_json(answer, served_by)
+
+    def send_json(self, answer: Answer, served_by: str,
+                  headers: Mapping[str, str] | None = None) -> None:
+        """Send ``answer`` as JSON."""
         data = json.dumps(answer.body, ensure_ascii=False).encode()
         self.send_response(answer.status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.send_header("Cache-Control", "no-store")
         self.send_header(SERVED_BY, served_by)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.end_headers()
         self.wfile.write(data)
 

@@ -166,12 +166,15 @@ class Container:
         try:
             if self.queries is not None:
                 host, port = self.config.job.query_address or ("127.0.0.1", 0)
-                self.query_server = QueryServer(host, port, self.store_serdes, self.queries)
+                token = self.config.job.query_token
+                self.query_server = QueryServer(host, port, self.store_serdes, self.queries,
+                                                token=token)
                 # Any process answers any key: the group's assignment finds the owner, whose
                 # endpoint is in its client id (millpond.query.routing).
                 self.query_server.router = Router(
                     Owners(group_owners(self.job)), self.config.job.partitioner,
                     self.query_server.url)
+                self.query_server.router.token = token
                 self.query_server.start()
             self._run()
         finally:
