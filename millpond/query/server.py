@@ -21,7 +21,8 @@ store's key serde (:mod:`millpond.query.render`). Status codes: 400 for a malfor
 request, 401 without the endpoint's token when it has one (``job.query.token``: every
 ``/stores`` request carries ``Authorization: Bearer <token>``), 404 for an unknown store (naming the stores) or path, 503 when the partition's task
 is not open in this process (not assigned here, or still restoring: with the restore's
-progress) or the job is starting or stopping.
+progress) or the job is starting or stopping, or when the endpoint already serves
+``MAX_REQUESTS`` connections (answered at once, without a thread).
 
 The threads parse and render only; each query is answered on the run loop's thread
 (:mod:`millpond.query.mailbox`).
@@ -52,6 +53,10 @@ DEFAULT_LIMIT = 100
 MAX_LIMIT = 10_000
 MAX_KEYS = 1_000
 FAN_OUT_THREADS = 16  # per request without a partition: partitions asked side by side
+MAX_REQUESTS = 32  # requests served at once (a thread each); above it: 503 at once
+IDLE_TIMEOUT_S = 10.0  # a connection silent this long (mid-request or kept alive) is closed
+BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+        b"Retry-After: 1\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s")
 
 Serdes = Mapping[str, tuple[Serde[Any], Serde[Any]]]
 
@@ -148,23 +153,71 @@ def single(answer: Answer) -> Answer:
     return Answer(200, {**head, "key": body["missing"][0], "value": None, "found": False})
 
 
+class BoundedServer(ThreadingHTTPServer):
+    """A ``ThreadingHTTPServer`` with at most ``max_requests`` connections served at once:
+    one more is answered 503 on the accepting thread (a few bytes, at once) and closed,
+    instead of getting a thread of its own."""
+
+    daemon_threads = True
+    block_on_close = False
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler],
+                 max_requests: int) -> None:
+        super().__init__(address, handler)
+        self.max_requests = max_requests
+        self._slots = threading.BoundedSemaphore(max_requests)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """Serve ``request`` in a thread if a slot is free, else answer it 503 now."""
+        if not self._slots.acquire(blocking=False):
+            self._refuse(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()  # no thread started: it would never give the slot back
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        """Serve the connection, then give its slot back."""
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A connection that failed (the client went away): logged, not printed."""
+        log.debug("query connection from %s failed", client_address, exc_info=True)
+
+    def _refuse(self, request: Any) -> None:
+        body = json.dumps({"error": f"the endpoint is serving {self.max_requests} requests "
+                                    "already; try again"}).encode()
+        try:
+            request.settimeout(0.5)
+            request.recv(65536)  # the request, so closing does not reset the connection
+            request.sendall(BUSY % (len(body), body))
+        except OSError:
+            pass
+        self.shutdown_request(request)
+
+
 class QueryServer:
     """The endpoint of one job process: parses on its threads, reads through ``mailbox``,
     and with a ``router`` forwards what another process holds."""
 
     def __init__(self, host: str, port: int, serdes: Serdes, mailbox: Mailbox,
-                 router: Router | None = None, token: str | None = None) -> None:
+                 router: Router | None = None, token: str | None = None,
+                 max_requests: int = MAX_REQUESTS) -> None:
         self.serdes = serdes
         self.mailbox = mailbox
         self.router = router
         self.token = token  # job.query.token: the bearer token every /stores request needs
         handler = type("Handler", (_Handler,), {"endpoint": self})
         try:
-            self._http = ThreadingHTTPServer((host, port), handler)
+            self._http = BoundedServer((host, port), handler, max_requests)
         except OSError as exc:
             raise QueryError(f"job.query.address: cannot listen on {host}:{port}: "
                              f"{exc.strerror or exc}") from exc
-        self._http.daemon_threads = True
         self._thread: threading.Thread | None = None
 
     @property
@@ -351,6 +404,7 @@ class _Handler(BaseHTTPRequestHandler):
     endpoint: QueryServer
     protocol_version = "HTTP/1.1"
     server_version = "millpond-query"
+    timeout = IDLE_TIMEOUT_S  # a slow or idle client gives its slot back
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
         if not self.endpoint.authorized(self.path, self.headers.get("Authorization")):

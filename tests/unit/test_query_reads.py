@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -298,3 +299,59 @@ def test_avro_values_render_as_their_fields() -> None:
     got = single(answer(parsed, tasks)).body
     assert got["value"] == {"user": "u1", "raw": "AAE=", "note": None,
                             "at": "2026-11-26T12:00:00+00:00"}
+
+
+
+class Clock:
+    """A clock the test moves: each query read moves it on by ``step`` seconds."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.step = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def enqueue(mailbox: Mailbox, partitions: range, got: dict[int, Answer]) -> list[threading.Thread]:
+    """Ask a get of each partition from its own thread, one after the other (so they wait in
+    the partitions' order); each answer lands in ``got``."""
+    askers = []
+    for p in partitions:
+        query = Query("counts", p, "get", keys=(b"a",))
+        askers.append(threading.Thread(target=lambda p=p, q=query: got.__setitem__(
+            p, mailbox.ask(q))))
+        waiting = mailbox.waiting + 1
+        askers[-1].start()
+        deadline = time.monotonic() + 5
+        while mailbox.waiting < waiting:
+            assert time.monotonic() < deadline, "the query never reached the mailbox"
+            askers[-1].join(0.001)
+    return askers
+
+
+def test_one_iteration_answers_the_queries_within_its_budget_the_rest_next() -> None:
+    clock = Clock()
+    _, view = cached_store()
+
+    class Slow(Tasks):
+        def locate(self, partition: int) -> Open | Unavailable:
+            clock.now += clock.step  # the query takes ``step`` of the loop's time
+            return super().locate(partition)
+
+    tasks = Slow({p: {"counts": view} for p in range(30)})
+    mailbox = Mailbox(timeout_s=30, max_queries=4, budget_s=0.05, clock=clock)
+    mailbox.open()
+    got: dict[int, Answer] = {}
+    askers = enqueue(mailbox, range(10), got)
+    assert [mailbox.serve(tasks) for _ in range(3)] == [4, 4, 2]  # at most 4 an iteration
+    clock.step = 0.03  # 30 ms a query, 50 ms a budget: a second is begun at 30 ms, no third
+    askers += enqueue(mailbox, range(10, 20), got)
+    assert [mailbox.serve(tasks) for _ in range(5)] == [2, 2, 2, 2, 2]
+    clock.step = 1.0  # longer than the whole budget: still one an iteration, never none
+    askers += enqueue(mailbox, range(20, 22), got)
+    assert [mailbox.serve(tasks) for _ in range(3)] == [1, 1, 0]
+    for asker in askers:
+        asker.join(5)
+    assert sorted(got) == list(range(22))  # each answered, in the order asked
+    assert all(a.status == 200 and a.body["partition"] == p for p, a in got.items())

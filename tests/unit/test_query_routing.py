@@ -5,7 +5,9 @@ where the group's description is stale."""
 from __future__ import annotations
 
 import json
+import socket
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Mapping
@@ -239,3 +241,36 @@ def test_a_token_guards_every_data_request_and_travels_with_forwards() -> None:
         assert fetch(a.url + "/", {})[0] == 404  # not a data path: no token asked (the page)
     with process(Holds({0: {k0: 10}}), {}, []) as open_:  # no token: no header needed
         assert fetch(f"{open_.url}/stores/counts/0/get?key={k0}")[1]["value"] == 10
+
+
+def test_over_its_bound_the_endpoint_answers_503_at_once_without_a_thread() -> None:
+    server = QueryServer("127.0.0.1", 0, SERDES, Mailbox(timeout_s=5), max_requests=2)
+    server.start()
+    held = []
+    try:
+        for _ in range(2):  # two clients that send half a request and wait: two threads
+            conn = socket.create_connection(server.address, timeout=10)
+            conn.sendall(b"GET /stores HTTP/1.1\r\nHost: x\r\n")
+            held.append(conn)
+        started = time.monotonic()
+        deadline = started + 10
+        while True:  # until both held connections have their threads (a bounded wait)
+            status, body, _ = fetch(f"{server.url}/stores")
+            if status == 503 or time.monotonic() > deadline:
+                break
+        assert status == 503 and "serving 2 requests" in body["error"], body
+        assert time.monotonic() - started < 5
+        assert fetch(f"{server.url}/stores")[0] == 503  # refused on the accepting thread:
+        assert len([t for t in threading.enumerate()  # the held two have the only threads
+                    if "process_request_thread" in t.name]) == 2
+        for conn in held:
+            conn.sendall(b"\r\n")  # the held requests complete and give their slots back
+            assert b"200 OK" in conn.recv(4096)
+            conn.close()
+        deadline = time.monotonic() + 10
+        while (status := fetch(f"{server.url}/stores")[0]) != 200:
+            assert time.monotonic() < deadline, status
+    finally:
+        for conn in held:
+            conn.close()
+        server.stop()
