@@ -35,6 +35,9 @@ class LoggedStore:
         self.unflushed = False  # written since the engine's last flush (not yet durable)
         self.writes = 0  # changelog records sent (plain counters, read by metrics)
         self.bytes = 0  # their key + value bytes
+        # keys written to the engine since the last commit, when committed reads are on
+        # (millpond.query): they alone may differ from the commit's snapshot
+        self.touched: set[bytes] | None = None
         self._engine_write = inner.write_batch
         # Reads pass through unchanged.
         self.get = inner.get
@@ -63,6 +66,8 @@ class LoggedStore:
         self._mark()
         self.unflushed = True
         self._engine_write(items, True)  # disable_wal: see the module docstring
+        if self.touched is not None:
+            self.touched.update(key for key, _ in items)
         send, topic, part = self.producer.send, self.topic, self.partition
         size = 0
         for key, value in items:

@@ -15,6 +15,9 @@ asks every partition and merges the pages in key order under one limit and one t
 partition held by another process is forwarded there (:mod:`millpond.query.routing`), and
 the ``Millpond-Served-By`` header names the endpoint(s) that answered.
 
+Every query takes ``committed=1``: the store as of its task's last commit rather than what
+the task has processed (:mod:`millpond.query.reads`).
+
 A scan takes ``limit`` (default 100, at most 10,000) and answers ``next``: null at the end,
 else a token that ``&next=<token>`` turns into the following page. A key is read by the
 store's key serde (:mod:`millpond.query.render`). Status codes: 400 for a malformed
@@ -83,6 +86,7 @@ def parse_request(path: str, serdes: Serdes) -> Query | Answer:
     partition = int(partition_text)
     key_serde = serdes[store][0]
     try:
+        committed = _flag(params, "committed")
         if op in ("get", "get-many"):
             texts = params.get("key", [])
             if not texts or (op == "get" and len(texts) > 1):
@@ -90,7 +94,7 @@ def parse_request(path: str, serdes: Serdes) -> Query | Answer:
             if len(texts) > MAX_KEYS:
                 raise BadRequest(f"at most {MAX_KEYS} keys per request")
             keys = tuple(parse_key(key_serde, t) for t in texts)
-            return Query(store, partition, "get", keys=keys)
+            return Query(store, partition, "get", keys=keys, committed=committed)
         limit = _limit(params)
         after = _one(params, "next")
         tokens = _one(params, "tokens") == "1"
@@ -104,7 +108,7 @@ def parse_request(path: str, serdes: Serdes) -> Query | Answer:
                     raise BadRequest("the continuation token is not from this range")
                 start = resume
             return Query(store, partition, "range", start=start, end=end, limit=limit,
-                         tokens=tokens)
+                         tokens=tokens, committed=committed)
         if op == "prefix":
             text = _one(params, "prefix")
             if text is None:
@@ -116,7 +120,7 @@ def parse_request(path: str, serdes: Serdes) -> Query | Answer:
                 if not start.startswith(prefix):
                     raise BadRequest("the continuation token is not from this prefix")
             return Query(store, partition, "prefix", start=start, prefix=prefix, limit=limit,
-                         tokens=tokens)
+                         tokens=tokens, committed=committed)
     except (BadRequest, BadKey, ValueError) as exc:
         return Answer(400, {"error": str(exc)})
     return Answer(404, {"error": f"no such query {op!r}; get, get-many, range or prefix"})
@@ -129,6 +133,13 @@ def _one(params: dict[str, list[str]], name: str) -> str | None:
     if len(values) > 1:
         raise BadRequest(f"{name} given {len(values)} times")
     return values[0]
+
+
+def _flag(params: dict[str, list[str]], name: str) -> bool:
+    text = _one(params, name)
+    if text not in (None, "0", "1", "true", "false"):
+        raise BadRequest(f"{name} is 1 or 0 (true or false), got {text!r}")
+    return text in ("1", "true")
 
 
 def _limit(params: dict[str, list[str]]) -> int:
@@ -145,7 +156,7 @@ def single(answer: Answer) -> Answer:
     body = answer.body
     if answer.status != 200:
         return answer
-    head = {"store": body["store"], "partition": body["partition"]}
+    head: dict[str, Any] = {k: body[k] for k in ("store", "partition", "committed") if k in body}
     if body["entries"]:
         entry = body["entries"][0]
         return Answer(200, {**head, "key": entry["key"], "value": entry["value"],
@@ -335,7 +346,8 @@ class QueryServer:
             pages.append(got)
             served += [b for b in by.split(", ") if b not in served]
         entries, after = _merge(pages, parsed.limit)
-        return Answer(200, {"store": store, "entries": entries, "next": after}), \
+        flag = {"committed": True} if parsed.committed else {}
+        return Answer(200, {"store": store, **flag, "entries": entries, "next": after}), \
             ", ".join(served)
 
     def _by_key(self, store: str, op: str, query_string: str) -> tuple[Answer, str]:
@@ -346,7 +358,9 @@ class QueryServer:
         if store not in self.serdes:
             return Answer(404, {"error": f"unknown store {store!r}",
                                 "stores": sorted(self.serdes)}), self.url
-        texts = parse_qs(query_string, keep_blank_values=True).get("key", [])
+        params = parse_qs(query_string, keep_blank_values=True)
+        texts = params.get("key", [])
+        rest = [(k, v) for k, values in params.items() if k != "key" for v in values]
         if not texts or (op == "get" and len(texts) > 1):
             return Answer(400, {"error": f"{op} takes "
                                          f"{'one key' if op == 'get' else 'keys'} (?key=)"}), \
@@ -370,14 +384,15 @@ class QueryServer:
         served: list[str] = []
         for got, by in self._each([
                 f"/stores/{quote(store, safe='')}/{partition}/{op}?"
-                + urlencode([("key", k) for k in keys])
+                + urlencode([("key", k) for k in keys] + rest)
                 for partition, keys in by_partition.items()]):
             if got.status != 200 or op == "get":
                 return got, by
             entries += got.body["entries"]
             missing += got.body["missing"]
+            flag = {"committed": True} if got.body.get("committed") else {}
             served += [b for b in by.split(", ") if b not in served]
-        return Answer(200, {"store": store, "entries": entries, "missing": missing}), \
+        return Answer(200, {"store": store, **flag, "entries": entries, "missing": missing}), \
             ", ".join(served)
 
 

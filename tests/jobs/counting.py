@@ -31,6 +31,20 @@ class Counter(StreamTask):
             collector.send(OutgoingMessageEnvelope(self.emit, key=user, message=count))
 
 
+class CommittingCounter(Counter):
+    """A counter that commits right after each message of the user ``commit.on.user`` (its
+    other commits: ``task.commit.ms``): a commit at a known input offset."""
+
+    def process(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+        super().process(envelope, collector, coordinator)
+        if envelope.message["user_id"] == self.commit_on:
+            coordinator.commit()
+
+    def init(self, context):  # type: ignore[no-untyped-def]
+        super().init(context)
+        self.commit_on = context.config.get("commit.on.user")
+
+
 class SlowCounter(Counter):
     """A counter that is slow enough for a second process to join mid-run."""
 

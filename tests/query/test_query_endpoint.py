@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Producer
 
 from tests.kafka_util import (
     counting_job,
@@ -191,3 +192,49 @@ def test_a_restoring_partition_answers_503_with_its_progress(
     finally:
         if proc.poll() is None:
             stop(proc)
+
+
+def test_a_committed_query_sees_the_last_commit_not_what_was_processed_since(
+        kafka_bootstrap: str, tmp_path: Path) -> None:
+    name = f"query-committed-{uuid.uuid4().hex[:8]}"
+    create_topic(kafka_bootstrap, name, partitions=1)
+    # One commit, right after the "commit" user's message; an object cache of 8 entries,
+    # so most of what is processed after it is written down to RocksDB (evicted) before any
+    # commit: the engine holds it, uncommitted.
+    config = write_properties(tmp_path / "job.properties", counting_job(
+        kafka_bootstrap, name, name, tmp_path / "state",
+        **{"job.query.address": "127.0.0.1:0", "task.commit.ms": 3_600_000,
+           "task.class": "tests.jobs.counting.CommittingCounter", "commit.on.user": "commit",
+           "stores.counts.object.cache.size": 8}))
+    producer = Producer({"bootstrap.servers": kafka_bootstrap, "linger.ms": 20})
+    users = [f"user-{i:03d}" for i in range(200)]
+    for user in [*users, "commit", *users, *users[:100]]:
+        producer.produce(name, key=user.encode(), value=json.dumps({"user_id": user}))
+    assert producer.flush(60) == 0
+    processed = {**{u: 3 for u in users[:100]}, **{u: 2 for u in users[100:]}, "commit": 1}
+    committed = {**{u: 1 for u in users}, "commit": 1}
+    proc = start_job(config)
+    try:
+        base = endpoint(proc)
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:  # until the job has processed every record
+            entries, _ = scan(base, f"{base}/stores/counts/0/range?limit=10000",
+                              answered=False)
+            if dict(entries) == processed:
+                break
+        else:
+            raise AssertionError("the job did not process every record")
+        entries, _ = scan(base, f"{base}/stores/counts/0/range?limit=30&committed=1")
+        assert dict(entries) == committed
+        entries, _ = scan(base, f"{base}/stores/counts/range?limit=50&committed=1")  # fan-out
+        assert dict(entries) == committed
+        assert get(f"{base}/stores/counts/get?key=user-007&committed=1")[1]["value"] == 1
+        assert get(f"{base}/stores/counts/get?key=user-007")[1]["value"] == 3
+        status, body = get(f"{base}/stores/counts/0/get-many?key=user-150&key=nobody"
+                           "&committed=true")
+        assert (status, body["entries"], body["missing"]) == (
+            200, [{"key": "user-150", "value": 1}], ["nobody"])
+    finally:
+        if proc.poll() is None:
+            stop(proc)
+    assert dump_store(config, "counts") == processed  # committed at stop
