@@ -722,11 +722,13 @@ class LazyCommands(dict[str, click.Command]):
         return super().items()
 
 
-# ``millpond spark ...`` (PySpark jobs over changelogs) and ``millpond backup ...`` (state
-# snapshots in job.state.backup.uri), imported when named.
+# ``millpond spark ...`` (PySpark jobs over changelogs), ``millpond backup ...`` (state
+# snapshots in job.state.backup.uri) and ``millpond query ...`` (a running job's endpoint),
+# imported when named.
 main.commands = LazyCommands(main.commands, {
     "spark": "millpond.spark.cli:spark",
     "backup": "millpond.backup.cli:backup",
+    "query": "millpond.query.cli:query",
 })
 
 if __name__ == "__main__":

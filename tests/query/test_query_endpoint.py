@@ -35,10 +35,12 @@ pytestmark = pytest.mark.kafka
 ENDPOINT = re.compile(r"query endpoint on (http://[\d.]+:\d+)/stores")
 
 
-def get(url: str) -> tuple[int, Any]:
-    """(status, JSON body) of a GET."""
+def get(url: str, token: str | None = None) -> tuple[int, Any]:
+    """(status, JSON body) of a GET (with the endpoint's ``token``, if given)."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:
-        with urllib.request.urlopen(url, timeout=30) as resp:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers),
+                                    timeout=30) as resp:
             return resp.status, json.loads(resp.read())
     except urllib.error.HTTPError as exc:
         return exc.code, json.loads(exc.read())
@@ -70,14 +72,15 @@ def many_url(base: str, partition: int, users: list[str]) -> str:
     return f"{base}/stores/counts/{partition}/get-many?{keys}"
 
 
-def wait_for_counts(base: str, partition: int, want: dict[str, int], timeout: float) -> None:
+def wait_for_counts(base: str, partition: int, want: dict[str, int], timeout: float,
+                    token: str | None = None) -> None:
     """Poll the endpoint (each request waits for a run loop iteration) until the partition's
     counts are ``want``."""
     users = sorted(want)
     deadline = time.monotonic() + timeout
     got: Any = None
     while time.monotonic() < deadline:
-        status, got = get(many_url(base, partition, users))
+        status, got = get(many_url(base, partition, users), token)
         if status == 200 and {e["key"]: e["value"] for e in got["entries"]} == want:
             assert got["missing"] == []
             return
@@ -102,12 +105,19 @@ def scan(base: str, url: str, answered: bool = True) -> tuple[list[tuple[str, in
             return out, pages
 
 
+def query_job(bootstrap: str, tmp_path: Path, prefix: str, partitions: int,
+              **extra: Any) -> tuple[str, Path]:
+    """A new input topic and the counting job's config over it, with an endpoint on a free
+    port (``extra``: more keys): the topic's name and the config's path."""
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, name, partitions=partitions)
+    return name, write_properties(tmp_path / "job.properties", counting_job(
+        bootstrap, name, name, tmp_path / "state",
+        **{"job.query.address": "127.0.0.1:0", **extra}))
+
+
 def test_queries_answer_what_the_running_job_holds(kafka_bootstrap: str, tmp_path: Path) -> None:
-    name = f"query-{uuid.uuid4().hex[:8]}"
-    create_topic(kafka_bootstrap, name, partitions=2)
-    config = write_properties(tmp_path / "job.properties", counting_job(
-        kafka_bootstrap, name, name, tmp_path / "state",
-        **{"job.query.address": "127.0.0.1:0", "task.commit.ms": 60000}))
+    name, config = query_job(kafka_bootstrap, tmp_path, "query", 2, **{"task.commit.ms": 60000})
     proc = start_job(config)
     try:
         base = endpoint(proc)
@@ -196,16 +206,12 @@ def test_a_restoring_partition_answers_503_with_its_progress(
 
 def test_a_committed_query_sees_the_last_commit_not_what_was_processed_since(
         kafka_bootstrap: str, tmp_path: Path) -> None:
-    name = f"query-committed-{uuid.uuid4().hex[:8]}"
-    create_topic(kafka_bootstrap, name, partitions=1)
     # One commit, right after the "commit" user's message; an object cache of 8 entries,
     # so most of what is processed after it is written down to RocksDB (evicted) before any
     # commit: the engine holds it, uncommitted.
-    config = write_properties(tmp_path / "job.properties", counting_job(
-        kafka_bootstrap, name, name, tmp_path / "state",
-        **{"job.query.address": "127.0.0.1:0", "task.commit.ms": 3_600_000,
-           "task.class": "tests.jobs.counting.CommittingCounter", "commit.on.user": "commit",
-           "stores.counts.object.cache.size": 8}))
+    name, config = query_job(kafka_bootstrap, tmp_path, "query-committed", 1, **{
+        "task.commit.ms": 3_600_000, "task.class": "tests.jobs.counting.CommittingCounter",
+        "commit.on.user": "commit", "stores.counts.object.cache.size": 8})
     producer = Producer({"bootstrap.servers": kafka_bootstrap, "linger.ms": 20})
     users = [f"user-{i:03d}" for i in range(200)]
     for user in [*users, "commit", *users, *users[:100]]:
