@@ -69,7 +69,7 @@ class Committed:
     the engine since (the only ones whose value may differ from the engine's now)."""
 
     snapshot: PointReader
-    touched: Collection[bytes]
+    touched: Collection[bytes] | None  # None: too many to follow until the next commit
 
 
 @dataclass(frozen=True)
@@ -170,6 +170,12 @@ def answer(query: Query, directory: Directory) -> Answer:
         if view.committed is None:
             return Answer(400, {"error": f"store {query.store!r} keeps no committed state "
                                          "to read (a RocksDB store with a changelog does)"})
+        if view.committed.touched is None:
+            return Answer(503, {"error": f"store {query.store!r} has had too many keys "
+                                         "written since the task's last commit to read "
+                                         "what it committed; try again after its next "
+                                         "commit", "store": query.store,
+                                "partition": query.partition})
         view = replace(view, cache=None)
         head["committed"] = True
     elif view.committed is not None:
@@ -247,7 +253,7 @@ def _overlay(view: StoreView, start: bytes, end: bytes | None) -> list[tuple[byt
     if view.committed is not None:
         snapshot, vdec = view.committed.snapshot, view.msg_serde.from_bytes
         return sorted((kb, None if (data := snapshot.get(kb)) is None else vdec(data))
-                      for kb in view.committed.touched
+                      for kb in view.committed.touched or ()
                       if kb >= start and (end is None or kb < end))
     if view.cache is None:
         return []

@@ -204,7 +204,7 @@ class BoundedServer(ThreadingHTTPServer):
         body = json.dumps({"error": f"the endpoint is serving {self.max_requests} requests "
                                     "already; try again"}).encode()
         try:
-            request.settimeout(0.5)
+            request.settimeout(0.05)  # bounded: this is the accepting thread
             request.recv(65536)  # the request, so closing does not reset the connection
             request.sendall(BUSY % (len(body), body))
         except OSError:

@@ -54,7 +54,7 @@ def _committed(store: OpenStore) -> Committed | None:
     """The store as of its task's last commit, if it keeps a snapshot (committed reads)."""
     if store.snapshot is None or store.logged is None:
         return None
-    return Committed(store.snapshot, store.logged.touched or ())
+    return Committed(store.snapshot, store.logged.touched)  # None: overflowed
 
 
 def group_owners(job: Job) -> Callable[[], dict[int, tuple[str, str]]]:

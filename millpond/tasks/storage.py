@@ -232,7 +232,7 @@ class TaskStorage:
             if s.snapshot is not None:
                 s.snapshot.release()
             s.snapshot = s.engine.snapshot()
-            s.logged.touched = set()
+            s.logged.touched, s.logged.overflowed = set(), False
 
     def close(self) -> None:
         """Close engines and release locks (no flush: the caller commits first if it wants)."""
