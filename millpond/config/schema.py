@@ -165,8 +165,8 @@ KEYS: tuple[Key, ...] = (
         "network is trusted, and set `job.query.token` beyond it. See [Queries]"
         "(../operations/queries.md).", "job"),
     Key("job.query.token", "string", "A bearer token the query endpoint requires: every "
-        "data request (`/stores...`) carries `Authorization: Bearer <token>` or is answered "
-        "401; processes send it to each other when they forward, and `millpond query` sends "
+        "request (but the page at `/`, which carries no data) carries `Authorization: "
+        "Bearer <token>` or is answered 401; processes send it to each other when they forward, and `millpond query` sends "
         "it. Every process of the job sets the same one. Keep it out of the file with "
         "`job.query.token=${MILLPOND_QUERY_TOKEN}` (read from the environment). Off when "
         "unset. See [Queries](../operations/queries.md#security).", "job"),

@@ -22,7 +22,7 @@ A scan takes ``limit`` (default 100, at most 10,000) and answers ``next``: null 
 else a token that ``&next=<token>`` turns into the following page. A key is read by the
 store's key serde (:mod:`millpond.query.render`). Status codes: 400 for a malformed
 request, 401 without the endpoint's token when it has one (``job.query.token``: every
-``/stores`` request carries ``Authorization: Bearer <token>``), 404 for an unknown store (naming the stores) or path, 503 when the partition's task
+request but the page at ``/`` carries ``Authorization: Bearer <token>``), 404 for an unknown store (naming the stores) or path, 503 when the partition's task
 is not open in this process (not assigned here, or still restoring: with the restore's
 progress) or the job is starting or stopping, or when the endpoint already serves
 ``MAX_REQUESTS`` connections (answered at once, without a thread).
@@ -57,6 +57,7 @@ MAX_LIMIT = 10_000
 MAX_KEYS = 1_000
 FAN_OUT_THREADS = 16  # per request without a partition: partitions asked side by side
 MAX_REQUESTS = 32  # requests served at once (a thread each); above it: 503 at once
+PUBLIC = frozenset({"/"})  # paths served without the token: pages that carry no data
 IDLE_TIMEOUT_S = 10.0  # a connection silent this long (mid-request or kept alive) is closed
 BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
         b"Retry-After: 1\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s")
@@ -260,9 +261,9 @@ class QueryServer:
 
     def authorized(self, path: str, authorization: str | None) -> bool:
         """Whether a request of ``path`` with this ``Authorization`` header may be answered:
-        without a token every request; with one, a data request (``/stores...``) only if it
-        carries ``Bearer <token>`` (compared in constant time)."""
-        if not self.token or not urlsplit(path).path.startswith("/stores"):
+        without a token every request; with one, a page without data (:data:`PUBLIC`), or
+        any other request that carries ``Bearer <token>`` (compared in constant time)."""
+        if not self.token or unquote(urlsplit(path).path) in PUBLIC:
             return True
         scheme, _, given = (authorization or "").partition(" ")
         return scheme.lower() == "bearer" and hmac.compare_digest(

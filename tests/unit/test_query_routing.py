@@ -230,7 +230,8 @@ def test_a_token_guards_every_data_request_and_travels_with_forwards() -> None:
         owners.update({0: a.url, 1: b.url})
         for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "s3cret"},
                         {"Authorization": "Basic s3cret"}):
-            for path in ("/stores", f"/stores/counts/get?key={k0}", "/stores/counts/0/range"):
+            for path in ("/stores", f"/stores/counts/get?key={k0}", "/stores/counts/0/range",
+                         "/%73tores/counts/0/range", "/nope"):
                 status, body, _ = fetch(a.url + path, headers)
                 assert status == 401 and "job.query.token" in body["error"], (path, headers)
         assert fetch(a.url + "/stores", bearer)[:2] == (200, {"stores": sorted(SERDES)})
@@ -238,7 +239,7 @@ def test_a_token_guards_every_data_request_and_travels_with_forwards() -> None:
         assert (status, body["value"], by) == (200, 11, b.url)
         status, body, by = fetch(f"{a.url}/stores/counts/range?limit=10", bearer)
         assert status == 200 and len(body["entries"]) == 2, body
-        assert fetch(a.url + "/", {})[0] == 404  # not a data path: no token asked (the page)
+        assert fetch(a.url + "/", {})[0] == 404  # the page's path: no token asked
     with process(Holds({0: {k0: 10}}), {}, []) as open_:  # no token: no header needed
         assert fetch(f"{open_.url}/stores/counts/0/get?key={k0}")[1]["value"] == 10
 
