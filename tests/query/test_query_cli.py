@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.kafka_util import millpond, produce_users, start_job
-from tests.query.test_query_endpoint import (
+from tests.query.helpers import (
     endpoint,
     expected_by_partition,
     query_job,
