@@ -57,7 +57,7 @@ MAX_LIMIT = 10_000
 MAX_KEYS = 1_000
 FAN_OUT_THREADS = 16  # per request without a partition: partitions asked side by side
 MAX_REQUESTS = 32  # requests served at once (a thread each); above it: 503 at once
-PUBLIC = frozenset({"/"})  # paths served without the token: pages that carry no data
+PUBLIC = frozenset({"/"})  # served without the token (and /static/...): no data in them
 IDLE_TIMEOUT_S = 10.0  # a connection silent this long (mid-request or kept alive) is closed
 BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
         b"Retry-After: 1\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s")
@@ -261,9 +261,11 @@ class QueryServer:
 
     def authorized(self, path: str, authorization: str | None) -> bool:
         """Whether a request of ``path`` with this ``Authorization`` header may be answered:
-        without a token every request; with one, a page without data (:data:`PUBLIC`), or
-        any other request that carries ``Bearer <token>`` (compared in constant time)."""
-        if not self.token or unquote(urlsplit(path).path) in PUBLIC:
+        without a token every request; with one, the page and its files (:data:`PUBLIC`,
+        ``/static/``: no data), or any other request that carries ``Bearer <token>``
+        (compared in constant time)."""
+        bare = unquote(urlsplit(path).path)
+        if not self.token or bare in PUBLIC or bare.startswith("/static/"):
             return True
         scheme, _, given = (authorization or "").partition(" ")
         return scheme.lower() == "bearer" and hmac.compare_digest(
@@ -424,10 +426,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
         if not self.endpoint.authorized(self.path, self.headers.get("Authorization")):
-            self.send_json(Answer(401, {"error": "this endpoint needs its token "
-                                                 "(job.query.token): Authorization: Bearer "
-                                                 "<token>"}), self.endpoint.url,
-                           {"WWW-Authenticate": 'Bearer realm="millpond"'})
+            self._unauthorized()
             return
         try:
             answer, served_by = self.endpoint.handle(
@@ -436,19 +435,23 @@ class _Handler(BaseHTTPRequestHandler):
             log.warning("query %s failed: %s", self.path, exc, exc_info=True)
             answer = Answer(500, {"error": f"{type(exc).__name__}: {exc}"})
             served_by = self.endpoint.url
-        self.send_json(answer, served_by)
-
-    def send_json(self, answer: Answer, served_by: str,
-                  headers: Mapping[str, str] | None = None) -> None:
-        """Send ``answer`` as JSON."""
         data = json.dumps(answer.body, ensure_ascii=False).encode()
         self.send_response(answer.status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.send_header("Cache-Control", "no-store")
         self.send_header(SERVED_BY, served_by)
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _unauthorized(self) -> None:
+        """401: the request lacks the endpoint's token (job.query.token)."""
+        data = json.dumps({"error": "this endpoint needs its token (job.query.token): "
+                                    "Authorization: Bearer <token>"}).encode()
+        self.send_response(401)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("WWW-Authenticate", 'Bearer realm="millpond"')
         self.end_headers()
         self.wfile.write(data)
 
