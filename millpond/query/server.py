@@ -223,7 +223,7 @@ class QueryServer:
         self.serdes = serdes
         self.mailbox = mailbox
         self.router = router
-        self.token = token  # job.query.token: the bearer token every /stores request needs
+        self.token = token  # job.query.token: the bearer token requests need (see authorized)
         handler = type("Handler", (_Handler,), {"endpoint": self})
         try:
             self._http = BoundedServer((host, port), handler, max_requests)
