@@ -36,7 +36,9 @@ from __future__ import annotations
 import hmac
 import json
 import logging
+import socket
 import threading
+import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -61,6 +63,7 @@ PUBLIC = frozenset({"/"})  # served without the token (and /static/...): no data
 IDLE_TIMEOUT_S = 10.0  # a connection silent this long (mid-request or kept alive) is closed
 BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
         b"Retry-After: 1\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s")
+STOP_JOIN_S = 5.0  # stop() waits at most this long for the connections' threads to end
 
 Serdes = Mapping[str, tuple[Serde[Any], Serde[Any]]]
 
@@ -231,6 +234,12 @@ class QueryServer:
             raise QueryError(f"job.query.address: cannot listen on {host}:{port}: "
                              f"{exc.strerror or exc}") from exc
         self._thread: threading.Thread | None = None
+        # Each open connection's socket and thread: stop() ends them before the process
+        # does. A daemon thread still running at interpreter exit is killed (pthread_exit)
+        # wherever it is, and one inside a Rust extension (the murmur2 hash of a routed
+        # get) aborts the whole process: a bounded job serving queries exited -6.
+        self._conns: dict[threading.Thread, socket.socket] = {}
+        self._conns_lock = threading.Lock()
 
     @property
     def address(self) -> tuple[str, int]:
@@ -252,12 +261,33 @@ class QueryServer:
         log.info("query endpoint on http://%s:%d/stores", host, port)
 
     def stop(self) -> None:
-        """Answer waiting queries 503, stop serving and close the socket."""
+        """Answer waiting queries 503, stop serving, close the socket and every open
+        (keep-alive) connection, and wait (at most STOP_JOIN_S) for their threads to end."""
         self.mailbox.close()
         if self._thread is not None:
             self._http.shutdown()
             self._thread.join(5)
         self._http.server_close()
+        with self._conns_lock:
+            conns = list(self._conns.items())
+        for _, conn in conns:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)  # its thread reads EOF and ends
+            except OSError:
+                pass  # already closed by the client
+        deadline = time.monotonic() + STOP_JOIN_S
+        for thread, _ in conns:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+    def opened(self, conn: socket.socket) -> None:
+        """A connection's thread starts serving it."""
+        with self._conns_lock:
+            self._conns[threading.current_thread()] = conn
+
+    def closed(self) -> None:
+        """A connection's thread is done with it."""
+        with self._conns_lock:
+            self._conns.pop(threading.current_thread(), None)
 
     def authorized(self, path: str, authorization: str | None) -> bool:
         """Whether a request of ``path`` with this ``Authorization`` header may be answered:
@@ -423,6 +453,16 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "millpond-query"
     timeout = IDLE_TIMEOUT_S  # a slow or idle client gives its slot back
+
+    def setup(self) -> None:
+        super().setup()
+        self.endpoint.opened(self.connection)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            self.endpoint.closed()
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
         if not self.endpoint.authorized(self.path, self.headers.get("Authorization")):

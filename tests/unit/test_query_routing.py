@@ -275,3 +275,23 @@ def test_over_its_bound_the_endpoint_answers_503_at_once_without_a_thread() -> N
         for conn in held:
             conn.close()
         server.stop()
+
+
+def test_stop_ends_every_keep_alive_connection_and_its_thread() -> None:
+    """A client's keep-alive connection holds a thread: stop() closes it and waits for the
+    thread, so no daemon thread of the endpoint outlives the job (one killed at interpreter
+    exit inside the murmur2 extension aborted a bounded job, exit -6)."""
+    import http.client
+
+    server = QueryServer("127.0.0.1", 0, SERDES, Mailbox())
+    server.start()
+    host, port = server.address
+    conn = http.client.HTTPConnection(host, port, timeout=5)
+    conn.request("GET", "/stores")
+    response = conn.getresponse()
+    response.read()
+    assert response.status == 200 and response.getheader("Connection") != "close"
+    (thread,) = list(server._conns)  # the connection's thread, waiting for its next request
+    server.stop()
+    assert not thread.is_alive() and not server._conns
+    conn.close()
