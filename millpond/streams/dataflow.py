@@ -265,10 +265,35 @@ class Stream:
         ``fn(None, right)`` for such right records too. Both sides wait in store ``name``;
         records that come after their window expired are late (counted, dropped or sent to
         ``late_to``). The streams must be keyed and partitioned alike."""
+        self._check_other("window_join", name, other)
+        return self._two_sided(name, other, windows.window_join(
+            within_ms, grace_ms, fn, how, timestamp, self._late(late_to)))
+
+    def interval_join(self, name: str, other: Stream, lower_ms: int, upper_ms: int,
+                      fn: Callable[[Any, Any], Any], *, how: str = "inner", grace_ms: int = 0,
+                      timestamp: Callable[[Any], int] | None = None,
+                      late_to: str | None = None) -> Stream:
+        """Flink's interval join: a record of this stream (left) at time ``t`` joins
+        ``other``'s (right) records of the same key at times in
+        ``[t + lower_ms, t + upper_ms]`` (both ends included; either may be negative,
+        ``lower_ms <= upper_ms``): ``fn(left, right)`` for each pair, once, when the second of
+        the two comes (its timestamp: the later one's). ``window_join(within)`` is
+        ``interval_join(-within, within)``; ``how``, ``grace_ms``, ``timestamp`` and
+        ``late_to`` are as there: a left record waits until the right side's stream time
+        passes ``t + upper_ms + grace_ms``, a right record at ``t`` until the left side's
+        passes ``t - lower_ms + grace_ms``, and unmatched ones then go out for left and
+        outer joins."""
+        self._check_other("interval_join", name, other)
+        return self._two_sided(name, other, windows.interval_join(
+            name, lower_ms, upper_ms, grace_ms, fn, how, timestamp, self._late(late_to)))
+
+    def _check_other(self, op: str, name: str, other: Any) -> None:
         if not isinstance(other, Stream) or other._app is not self._app:
-            raise DataflowError(f"window_join {name!r}: other must be a stream of the same App")
-        spec = windows.window_join(within_ms, grace_ms, fn, how, timestamp,
-                                   self._late(late_to))
+            raise DataflowError(f"{op} {name!r}: other must be a stream of the same App")
+
+    def _two_sided(self, name: str, other: Stream, spec: windows.JoinSpec) -> Stream:
+        """The join operator ``name``: this stream feeds its left side, ``other`` its right,
+        one store, and both sides feed what follows."""
         out = self._add("window_join", spec, name)
         right = Node("window_join_right", f"{name} (right side)", fn=spec, name=name)
         right.children = out._node.children  # both sides feed what follows the join

@@ -45,6 +45,10 @@ def _what(node: Node, config: Config | None) -> str:
                     else f"of {spec.size} ms{hop}")
             kind = (f"{spec.kind} window {size}, grace {spec.grace} ms, "
                     f"{spec.mode or 'no emit mode'}:")
+        elif kind == "window_join" and node.fn.kind == "interval":
+            spec = node.fn
+            kind = (f"{spec.how} interval join [t{spec.lower:+d}, t{spec.upper:+d}] ms, "
+                    f"grace {spec.grace} ms:")
         return f"{kind} {node.label} (store {node.label}{changelog}{timers})"
     return node.label
 

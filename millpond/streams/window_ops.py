@@ -367,18 +367,21 @@ JOIN_SEQ = "~seq"
 
 
 def window_join(node: Node, env: Any, emit: Step, shared: dict[int, Any]) -> Step:
-    """One side of a window join (``node.kind``: ``window_join`` is the left side,
-    ``window_join_right`` the right). Each record waits in the store under
+    """One side of a window or interval join (``node.kind``: ``window_join`` is the left
+    side, ``window_join_right`` the right). Each record waits in the store under
     ``<key as JSON>|<L or R>|<time>|<seq>`` (``{"v": value, "m": matched}``), indexed for
-    expiry by ``x|<side>|<time>|<seq>``; a record joins the other side's records of its key
-    within ``within`` of its time (one range scan).
+    expiry by ``x|<side>|<time>|<seq>``. A record of a side at ``t`` joins the other side's
+    records of its key at times in ``[t + lo, t + hi]`` (one range scan), where
+    ``(lo, hi)`` is ``(lower, upper)`` for the left side and ``(-upper, -lower)`` for the
+    right (a window join within ``w``: ``(-w, w)`` for both).
 
     Each side has its own stream time, so the result does not depend on how the two inputs
-    interleave (as long as each is out of order by at most ``grace``): a side's records
-    expire (sent unmatched for left and outer joins) when the *other* side's stream time
-    passes their time + within + grace, as no record still to come from it can match them;
-    a record more than ``grace`` behind its own side's stream time is late (its partners may
-    have expired)."""
+    interleave (as long as each is out of order by at most ``grace``): records still to come
+    from this side are at ``now - grace`` or later, so they reach the other side's records at
+    ``now - grace + lo`` or later; the other side's earlier records expire (sent unmatched for
+    left and outer joins). Likewise a record is kept only while ``t + hi + grace`` has not
+    passed the other side's stream time. A record more than ``grace`` behind its own side's
+    stream time is late (its partners may have expired)."""
     spec = node.fn
     name = node.name or node.label
     side, other = ("L", "R") if node.kind == "window_join" else ("R", "L")
@@ -386,7 +389,8 @@ def window_join(node: Node, env: Any, emit: Step, shared: dict[int, Any]) -> Ste
     if state is None:
         state = shared[id(spec)] = _JoinState(env.store(name))
         env.clock.reloads.append(state.reload)
-    store, within, grace, fn, ts_of = state.store, spec.within, spec.grace, spec.fn, spec.timestamp
+    store, grace, fn, ts_of = state.store, spec.grace, spec.fn, spec.timestamp
+    lo_off, hi_off = spec.reach(side)
     unmatched_sent = spec.how in ("left", "outer") if other == "L" else spec.how == "outer"
     late_to, send = spec.late_to, env.send
     dumps = orjson.dumps
@@ -399,7 +403,7 @@ def window_join(node: Node, env: Any, emit: Step, shared: dict[int, Any]) -> Ste
             raise OperatorError(name, exc) from exc
 
     def expire_other() -> None:
-        cut = now[side] - within - grace  # the other side's records before it cannot match
+        cut = now[side] - grace + lo_off  # the other side's records before it cannot match
         with store.range(f"x|{other}|", f"x|{other}|{cut:0{WIDTH}d}") as it:
             rows = list(it)
         gone = []
@@ -426,17 +430,19 @@ def window_join(node: Node, env: Any, emit: Step, shared: dict[int, Any]) -> Ste
                 send(late_to, key, value, ts)
             return
         json_key = dumps(key).decode()
-        lo, hi = max(0, t - within), t + within + 1
-        with store.range(f"{json_key}|{other}|{lo:0{WIDTH}d}",
-                         f"{json_key}|{other}|{hi:0{WIDTH}d}") as it:
-            matches = list(it)
+        lo, hi = max(0, t + lo_off), min(MAX_TIME, t + hi_off)
+        matches: list[tuple[str, Any]] = []
+        if lo <= hi:  # ("~" sorts after "|<seq>": hi is in the range)
+            with store.range(f"{json_key}|{other}|{lo:0{WIDTH}d}",
+                             f"{json_key}|{other}|{hi:0{WIDTH}d}|~") as it:
+                matches = list(it)
         for record, held in matches:
             t_other = int(record.rsplit("|", 2)[1])
             pair = joined(value, held["v"]) if side == "L" else joined(held["v"], value)
             emit(key, pair, max(t, t_other))
             if not held["m"]:
                 store.put(record, {"v": held["v"], "m": True})
-        if t + within + grace >= now[other]:  # else nothing still to come can match it
+        if t + hi_off + grace >= now[other]:  # else nothing still to come can match it
             state.seq += 1
             store.put(JOIN_SEQ, state.seq)
             stamp = f"{t:0{WIDTH}d}|{state.seq:0{WIDTH}d}"
@@ -446,6 +452,6 @@ def window_join(node: Node, env: Any, emit: Step, shared: dict[int, Any]) -> Ste
         elif not matches and (spec.how == "outer" or (side == "L" and spec.how == "left")):
             pair = joined(value, None) if side == "L" else joined(None, value)
             emit(key, pair, t)
-        if state.next[other] < now[side] - within - grace:
+        if state.next[other] < now[side] - grace + lo_off:
             expire_other()
     return step

@@ -224,23 +224,57 @@ def hopping(stream: Stream, size_ms: int, step_ms: int, grace_ms: int,
 
 @dataclass(eq=False)
 class JoinSpec:
-    """A windowed stream-stream join: records of the two sides with the same key whose times
-    differ by at most ``within`` are joined by ``fn(left, right)``; each side's records wait
-    in the store for ``within + grace`` of stream time."""
+    """A stream-stream join over an interval (Flink's interval join): a left record at ``t``
+    and a right record of the same key at a time in ``[t + lower, t + upper]`` are joined by
+    ``fn(left, right)``. A window join within ``w`` is the interval ``[-w, +w]``. Each side's
+    records wait in the store until the other side's stream time says nothing still to come
+    can match them (see :func:`millpond.streams.window_ops.window_join`)."""
 
-    within: int
+    lower: int
+    upper: int
     grace: int
     fn: Callable[[Any, Any], Any]
     how: str  # inner, left, outer
     timestamp: Callable[[Any], int] | None
     late_to: str | None
+    kind: str = "window"  # window (window_join) or interval (interval_join): for describe
+
+    def reach(self, side: str) -> tuple[int, int]:
+        """The offsets ``(lo, hi)`` such that a record of ``side`` (``L`` or ``R``) at ``t``
+        matches the other side's records at times in ``[t + lo, t + hi]``."""
+        return (self.lower, self.upper) if side == "L" else (-self.upper, -self.lower)
+
+
+def _check_join(op: str, fn: Callable[[Any, Any], Any], how: str) -> None:
+    if how not in ("inner", "left", "outer"):
+        raise DataflowError(f"{op}: how={how!r}; it is 'inner', 'left' or 'outer'")
+    if not callable(fn):
+        raise DataflowError(f"{op}: fn must be a function of (left, right)")
 
 
 def window_join(within_ms: int, grace_ms: int, fn: Callable[[Any, Any], Any], how: str,
                 timestamp: Callable[[Any], int] | None, late_to: str | None) -> JoinSpec:
-    if how not in ("inner", "left", "outer"):
-        raise DataflowError(f"window_join: how={how!r}; it is 'inner', 'left' or 'outer'")
-    if not callable(fn):
-        raise DataflowError("window_join: fn must be a function of (left, right)")
-    return JoinSpec(_positive("within_ms", within_ms, True),
-                    _positive("grace_ms", grace_ms, True), fn, how, timestamp, late_to)
+    _check_join("window_join", fn, how)
+    within = _positive("within_ms", within_ms, True)
+    return JoinSpec(-within, within, _positive("grace_ms", grace_ms, True), fn, how,
+                    timestamp, late_to)
+
+
+def _offset(what: str, value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or abs(value) > MAX_TIME:
+        raise DataflowError(f"{what} must be an int of milliseconds (negative: before the "
+                            f"left record), got {value!r}")
+    return value
+
+
+def interval_join(name: str, lower_ms: int, upper_ms: int, grace_ms: int,
+                  fn: Callable[[Any, Any], Any], how: str,
+                  timestamp: Callable[[Any], int] | None, late_to: str | None) -> JoinSpec:
+    op = f"interval_join {name!r}"
+    _check_join(op, fn, how)
+    lower, upper = _offset(f"{op}: lower_ms", lower_ms), _offset(f"{op}: upper_ms", upper_ms)
+    if lower > upper:
+        raise DataflowError(f"{op}: lower_ms ({lower}) must not exceed upper_ms ({upper}): "
+                            "the interval [t + lower, t + upper] would be empty")
+    return JoinSpec(lower, upper, _positive(f"{op}: grace_ms", grace_ms, True), fn, how,
+                    timestamp, late_to, kind="interval")
