@@ -329,6 +329,20 @@ class Stream:
         return windows.hopping(self, size_ms, step_ms, grace_ms, timestamp,
                                self._late(late_to), idle_close_ms)
 
+    def sliding_window(self, size_ms: int, *, grace_ms: int = 0,
+                       timestamp: Callable[[Any], int] | None = None,
+                       late_to: str | None = None) -> WindowedStream:
+        """Sliding windows per key (Kafka Streams' ``SlidingWindows``' windows that end at a
+        record): each distinct time ``t`` of a key's records defines the window
+        ``[t - size_ms, t]``, both ends included, of the key's records at those times, so
+        every set of records within ``size_ms`` of the latest one gets one result. It closes
+        when stream time passes ``t + grace_ms``; ``final()`` then sends its result
+        (timestamped ``t``), ``current()`` sends it after each record it takes. A record
+        whose own window has closed is late (it updates no window). Results are
+        ``{"start": max(0, t - size_ms), "end": t, "value": ...}``. The key's records wait
+        in the store until stream time passes ``t + size_ms + grace_ms``."""
+        return windows.sliding(self, size_ms, grace_ms, timestamp, self._late(late_to))
+
     def session_window(self, gap_ms: int, *, grace_ms: int = 0,
                        timestamp: Callable[[Any], int] | None = None,
                        late_to: str | None = None,

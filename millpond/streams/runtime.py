@@ -26,7 +26,13 @@ from millpond.streams.aggregations import Aggregation
 from millpond.streams.dataflow import App, Node
 from millpond.streams.errors import OperatorError, TimerError
 from millpond.streams.timers import EVENT, NEVER, PROCESSING, Timer, Timers, timers_store
-from millpond.streams.window_ops import count_window, session_window, time_window, window_join
+from millpond.streams.window_ops import (
+    count_window,
+    session_window,
+    sliding_window,
+    time_window,
+    window_join,
+)
 
 # step(key, value, timestamp): one record through an operator and everything after it; the
 # timestamp (ms, the input record's) travels with it to outputs and internal topics.
@@ -221,6 +227,8 @@ def _bind(node: Node, env: Env, memo: dict[int, Any]) -> Step:
             return session_window(node, env, emit)
         if node.fn.kind == "count":
             return count_window(node, env, emit)
+        if node.fn.kind == "sliding":
+            return sliding_window(node, env, emit)
         return time_window(node, env, emit)
     else:  # pragma: no cover - every kind above is the dataflow's
         raise AssertionError(f"unknown operator kind {kind}")

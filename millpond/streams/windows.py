@@ -9,7 +9,9 @@ in the same store (``~stream-time``, after every window), so a replay after a cr
 same windows at the same records.
 
 A window closes when stream time reaches ``end + grace``; a record whose windows are all closed
-is late: counted, and dropped or sent to the ``late_to`` topic.
+is late: counted, and dropped or sent to the ``late_to`` topic. Session and sliding windows
+key their windows by the time they close instead (see their operators in
+:mod:`millpond.streams.window_ops`), so closing is the same scan.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ MAX_TIME = 10**WIDTH - 1
 class WindowSpec:
     """What a window operator does: its windows, aggregation, emit mode and late policy."""
 
-    kind: str  # tumbling, hopping, session (size: the gap), count (size, step: records)
+    kind: str  # tumbling, hopping, sliding, session (size: the gap), count (size, step: records)
     size: int
     step: int
     grace: int
@@ -194,6 +196,14 @@ def session(stream: Stream, gap_ms: int, grace_ms: int,
     return WindowedStream(stream, WindowSpec("session", gap, gap,
                                              _positive("grace_ms", grace_ms, True),
                                              timestamp, late_to, idle=_idle(idle_close_ms)))
+
+
+def sliding(stream: Stream, size_ms: int, grace_ms: int,
+            timestamp: Callable[[Any], int] | None, late_to: str | None) -> WindowedStream:
+    size = _positive("a sliding window's size", size_ms)
+    return WindowedStream(stream, WindowSpec("sliding", size, size,
+                                             _positive("grace_ms", grace_ms, True),
+                                             timestamp, late_to))
 
 
 def _idle(ms: int | None) -> int | None:
