@@ -18,12 +18,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from millpond.streams import aggregations as aggs
-from millpond.streams import windows
+from millpond.streams import asof, windows
 from millpond.streams.aggregations import Aggregation
 from millpond.streams.errors import DataflowError
 from millpond.streams.windows import WindowedStream
 
-STATEFUL = ("stateful_map", "aggregate", "process", "window", "table", "window_join")
+STATEFUL = ("stateful_map", "aggregate", "process", "window", "table", "window_join",
+            "versioned_table")
 
 
 @dataclass(eq=False)
@@ -32,6 +33,7 @@ class Node:
 
     kind: str  # source, map, map_kv (map with the key), filter, flat_map, peek, stateful_map, aggregate, process,
     #            window, table (a topic kept in a store), join (a lookup in a table),
+    #            versioned_table (a topic's values by time), join_asof (a lookup in one),
     #            window_join (its left side; "window_join_right": its right side), key_by,
     #            branch, route (a branch's output), merge, to
     label: str  # how errors name it: "map #2 of page-views" or the stateful operator's name
@@ -68,6 +70,17 @@ class App:
         Task N holds the keys of partition N, so the streams joined with it must be keyed
         and partitioned like ``topic`` (millpond checks the partition counts are equal)."""
         node = self.source(topic)._add("table", name=name)._node
+        return Table(name, node, topic)
+
+    def versioned_table(self, topic: str, name: str, retention_ms: int, *,
+                        timestamp: Callable[[Any], int] | None = None) -> Table:
+        """``topic``'s values per key by time (each record a version at its timestamp, or
+        ``timestamp(value)``; a null value deletes from its time on), kept in store ``name``
+        for ``retention_ms`` of the table's stream time, for :meth:`Stream.join_asof`.
+        Partitioned as :meth:`table`. A version older than the history kept is late
+        (counted, dropped)."""
+        spec = asof.versioned(name, retention_ms, timestamp)
+        node = self.source(topic)._add("versioned_table", spec, name=name)._node
         return Table(name, node, topic)
 
     def _label(self, kind: str, topic: str) -> str:
@@ -252,6 +265,26 @@ class Stream:
         if how not in ("inner", "left"):
             raise DataflowError(f"join: how={how!r}; it is 'inner' or 'left'")
         return self._add("join", (table.name, fn, how == "left"))
+
+    def join_asof(self, table: Table, fn: Callable[[Any, Any], Any], *, how: str = "inner",
+                  timestamp: Callable[[Any], int] | None = None) -> Stream:
+        """Each record joined with ``table``'s (an :meth:`App.versioned_table`) value for its
+        key as of the record's time (its timestamp, or ``timestamp(value)``): the latest
+        version at or before it, ``fn(value, table_value)``. ``how="inner"`` drops records
+        with none (no version yet, a deletion, or a time before the table's kept history),
+        ``"left"`` calls ``fn(value, None)``. As with :meth:`join`, the table holds the
+        versions its task has read before the record."""
+        if not isinstance(table, Table) or table.node.kind != "versioned_table":
+            raise DataflowError("join_asof: the first argument must be a versioned table "
+                                "(app.versioned_table(topic, name, retention_ms))")
+        if how not in ("inner", "left"):
+            raise DataflowError(f"join_asof: how={how!r}; it is 'inner' or 'left'")
+        if not callable(fn) or (timestamp is not None and not callable(timestamp)):
+            raise DataflowError("join_asof: fn (of value, table value) and timestamp (of "
+                                "value) must be functions")
+        spec: asof.VersionedSpec = table.node.fn
+        return self._add("join_asof", (table.name, fn, how == "left", timestamp,
+                                       spec.retention))
 
     def window_join(self, name: str, other: Stream, within_ms: int,
                     fn: Callable[[Any, Any], Any], *, how: str = "inner", grace_ms: int = 0,

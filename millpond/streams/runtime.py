@@ -22,6 +22,7 @@ from millpond.api import (
     TaskContext,
     TaskCoordinator,
 )
+from millpond.streams import asof
 from millpond.streams.aggregations import Aggregation
 from millpond.streams.dataflow import App, Node
 from millpond.streams.errors import OperatorError, TimerError
@@ -208,16 +209,12 @@ def _bind(node: Node, env: Env, memo: dict[int, Any]) -> Step:
     elif kind == "join":
         table_name, joiner, left = fn
         table = env.store(table_name)
-
-        def step(key: Any, value: Any, ts: int) -> None:
-            other = table.get(key)
-            if other is None and not left:
-                return
-            try:
-                out = joiner(value, other)
-            except Exception as exc:
-                raise OperatorError(label, exc) from exc
-            emit(key, out, ts)
+        return asof.lookup_join(label, lambda key, value, ts: table.get(key), joiner, left,
+                                emit)
+    elif kind == "versioned_table":
+        return asof.versioned_table(label, fn, env)
+    elif kind == "join_asof":
+        return asof.join_asof(label, fn, env, emit)
     elif kind == "process":
         return _process(node, env, emit)
     elif kind in ("window_join", "window_join_right"):

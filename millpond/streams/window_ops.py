@@ -21,19 +21,10 @@ from millpond.streams.windows import (
     parse_window_key,
     spec_of,
 )
+from millpond.streams.windows import time_of as _time_of
 
 Step = Callable[[Any, Any, int], None]
 JOIN_SEQ = "~seq"  # the sequence that tells apart a key's records of one time (joins, sliding)
-
-
-def _time_of(label: str, ts_of: Callable[[Any], int] | None, value: Any, ts: int) -> int:
-    try:
-        t = ts if ts_of is None else ts_of(value)
-        if not isinstance(t, int) or not 0 <= t <= MAX_TIME:
-            raise ValueError(f"a record's time must be an int of ms in 0..{MAX_TIME}, got {t!r}")
-    except Exception as exc:
-        raise OperatorError(label, exc) from exc
-    return t
 
 
 def _idle_ticks(spec: Any, env: Any, clock: dict[str, int], store: Any,

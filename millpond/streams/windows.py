@@ -24,7 +24,7 @@ import orjson
 
 from millpond.streams import aggregations as aggs
 from millpond.streams.aggregations import Aggregation
-from millpond.streams.errors import DataflowError
+from millpond.streams.errors import DataflowError, OperatorError
 
 if TYPE_CHECKING:
     from millpond.streams.dataflow import Node, Stream
@@ -49,6 +49,18 @@ class WindowSpec:
     idle: int | None = None  # ms of wall clock without a record that move stream time on
     early_records: int | None = None  # final(): also an early result every N records
     early_ms: int | None = None  # final(): also early results of updated windows every T ms
+
+
+def time_of(label: str, ts_of: Callable[[Any], int] | None, value: Any, ts: int) -> int:
+    """A record's event time: ``ts_of(value)``, else its timestamp ``ts``; an error names
+    operator ``label``."""
+    try:
+        t = ts if ts_of is None else ts_of(value)
+        if not isinstance(t, int) or not 0 <= t <= MAX_TIME:
+            raise ValueError(f"a record's time must be an int of ms in 0..{MAX_TIME}, got {t!r}")
+    except Exception as exc:
+        raise OperatorError(label, exc) from exc
+    return t
 
 
 def first_end(store: Any) -> int:
