@@ -117,3 +117,13 @@ def test_bad_arguments_say_what_was_wrong() -> None:
         app.versioned_table("w", "w", 0)
     with pytest.raises(DataflowError, match="join: the first argument must be a table"):
         app.source("s").join(versions, lambda v, t: v)
+
+
+def test_describe_names_the_table_and_its_retention() -> None:
+    from millpond.streams.describe import text
+
+    described = text(_app(retention=60_000))
+    assert "-> versioned table, retention 60000 ms: rate-versions (store rate-versions)" \
+        in described
+    assert "-> join_asof #1 (from trades): as of its time in versioned table rate-versions" \
+        in described
