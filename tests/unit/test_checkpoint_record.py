@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from millpond.changelog.checkpoint import Checkpoint
+from millpond.changelog.checkpoint import Checkpoint, StoreOffset
 from millpond.changelog.errors import CheckpointError
 
 FULL = Checkpoint("partition-1", 1, inputs={"in": 7}, changelogs={"counts": 41},
@@ -38,3 +38,8 @@ def test_garbage_names_its_origin() -> None:
         Checkpoint.from_bytes(b'{"task": 1}' + b" " * 300, "topic c@5")
     assert str(err.value).startswith("topic c@5: not a millpond checkpoint")
     assert str(err.value).endswith(repr(b'{"task": 1}' + b" " * 189))  # the first 200 bytes
+
+
+def test_a_store_offset_file_is_fixed_too() -> None:
+    assert StoreOffset("counts", "c", 3, 41).to_json() == (
+        '{"offset": 41, "partition": 3, "store": "counts", "topic": "c", "version": 1}')
