@@ -55,6 +55,26 @@ class SlowCounter(Counter):
             time.sleep(delay)
 
 
+class EvictingCounter(SlowCounter):
+    """A slow counter that says once (``dirty cache entry evicted``, on stderr) when its
+    store's object cache first evicted an entry that was dirty: the proof that a test's
+    small cache wrote entries down by eviction, between commits."""
+
+    def init(self, context):  # type: ignore[no-untyped-def]
+        super().init(context)
+        self.cache = getattr(self.counts, "inner", self.counts)  # null-safe -> cached
+        self.said = False
+
+    def process(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+        full = len(self.cache._dirty) >= self.cache.cache_size  # every entry dirty
+        before = self.cache.evictions
+        super().process(envelope, collector, coordinator)
+        if full and self.cache.evictions > before and not self.said:
+            self.said = True
+            print(f"dirty cache entry evicted (task {envelope.partition})", file=sys.stderr,
+                  flush=True)
+
+
 _paused = False  # once per process, whichever task instance reaches the offset
 
 
