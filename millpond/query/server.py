@@ -22,6 +22,8 @@ request, 404 for an unknown store (naming the stores) or path, 503 when the part
 is not open in this process (not assigned here, or still restoring: with the restore's
 progress) or the job is starting or stopping.
 
+The job's page (``/``) and its ``/status`` are :mod:`millpond.query.page`'s.
+
 The threads parse and render only; each query is answered on the run loop's thread
 (:mod:`millpond.query.mailbox`).
 """
@@ -39,6 +41,7 @@ from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
 
 from millpond.query.errors import QueryError
 from millpond.query.mailbox import Mailbox
+from millpond.query.page import Reply, StatusPage
 from millpond.query.reads import Answer, Query, token, untoken
 from millpond.query.render import BadKey, parse_key
 from millpond.query.routing import FORWARDED, SERVED_BY, Router, advertised_url, not_assigned
@@ -155,6 +158,7 @@ class QueryServer:
         self.serdes = serdes
         self.mailbox = mailbox
         self.router = router
+        self.page: StatusPage | None = None  # the job's page and /status (query.page)
         handler = type("Handler", (_Handler,), {"endpoint": self})
         try:
             self._http = ThreadingHTTPServer((host, port), handler)
@@ -340,6 +344,11 @@ class _Handler(BaseHTTPRequestHandler):
     server_version = "millpond-query"
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        page = self.endpoint.page
+        reply = page.serve(self.path) if page is not None else None
+        if reply is not None:  # the page, its files or /status
+            self._send(reply, self.endpoint.url)
+            return
         try:
             answer, served_by = self.endpoint.handle(
                 self.path, forwarded=self.headers.get(FORWARDED) is not None)
@@ -347,14 +356,17 @@ class _Handler(BaseHTTPRequestHandler):
             log.warning("query %s failed: %s", self.path, exc, exc_info=True)
             answer = Answer(500, {"error": f"{type(exc).__name__}: {exc}"})
             served_by = self.endpoint.url
-        data = json.dumps(answer.body, ensure_ascii=False).encode()
-        self.send_response(answer.status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
+        self._send(Reply(answer.status, "application/json",
+                         json.dumps(answer.body, ensure_ascii=False).encode()), served_by)
+
+    def _send(self, reply: Reply, served_by: str) -> None:
+        self.send_response(reply.status)
+        self.send_header("Content-Type", reply.content_type)
+        self.send_header("Content-Length", str(len(reply.body)))
         self.send_header("Cache-Control", "no-store")
         self.send_header(SERVED_BY, served_by)
         self.end_headers()
-        self.wfile.write(data)
+        self.wfile.write(reply.body)
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
         log.debug("%s " + format, self.address_string(), *args)
