@@ -9,8 +9,8 @@
   snapshot, from the same samples the metrics reporters read
   (:class:`millpond.metrics.MetricsSource`).
 * ``/status``: the whole job: what ``millpond status`` shows (from Kafka: the group, each
-  partition's owner, checkpoint, end offsets, lag and stores; computed at most once per
-  :data:`JOB_STATUS_TTL_S` however many pages ask), and every process's ``/status/process``,
+  partition's owner, checkpoint, end offsets, lag and stores; recomputed in the background
+  when older than :data:`JOB_STATUS_TTL_S`, however many pages ask), and every process's ``/status/process``,
   asked by this process (each group member's endpoint from its client id,
   :mod:`millpond.query.routing`) side by side, so the page makes one request and needs no
   cross-origin calls.
@@ -39,6 +39,7 @@ from millpond.query.routing import Router, endpoint_of
 log = logging.getLogger("millpond.query")
 
 JOB_STATUS_TTL_S = 2.0
+FIRST_VIEW_WAIT_S = 15.0
 PROCESS_PATH = "/status/process"
 FAN_OUT_THREADS = 8
 # The page's files: path -> (file in millpond/query/static, content type)
@@ -110,8 +111,9 @@ class StatusPage:
         self.job_status = job_status
         self.router = router
         self.ttl_s = ttl_s
-        self._lock = threading.Lock()  # one `millpond status` at a time; the others wait
-        self._cached: tuple[float, dict[str, Any]] | None = None
+        self._lock = threading.Lock()
+        self._cached: tuple[float, dict[str, Any]] | None = None  # (monotonic time, view)
+        self._refreshing: threading.Thread | None = None  # one `millpond status` at a time
 
     def serve(self, path: str) -> Reply | None:
         """The reply to a GET of ``path``, or None when it is not the page's."""
@@ -137,36 +139,59 @@ class StatusPage:
                 "pid": os.getpid(), "time": now,
                 "tasks": [task_json(s, now) for s in samples]}
 
-    def kafka_view(self) -> dict[str, Any]:
-        """``millpond status``'s object, at most :attr:`ttl_s` old, or its error."""
+    def kafka_view(self) -> tuple[dict[str, Any], float | None]:
+        """``millpond status``'s object and its age in seconds (None: none yet).
+
+        A view older than :attr:`ttl_s` is recomputed in the background (it takes seconds:
+        a consumer, the checkpoint topic, every partition's watermarks) while the requests
+        meanwhile answer the last one; only the first request waits for it, at most
+        :data:`FIRST_VIEW_WAIT_S`."""
         if self.job_status is None:
-            return {"error": "this endpoint has no Kafka view"}
+            return {"error": "this endpoint has no Kafka view"}, None
         with self._lock:
-            if self._cached is not None and time.monotonic() - self._cached[0] < self.ttl_s:
-                return self._cached[1]
-            try:
-                view = self.job_status()
-            except Exception as exc:  # noqa: BLE001 - Kafka away or denied: say so
-                log.info("the job's status from Kafka: %s", exc)
-                view = {"error": f"{type(exc).__name__}: {exc}"}
+            cached = self._cached
+            if (cached is None or time.monotonic() - cached[0] >= self.ttl_s) and (
+                    self._refreshing is None):
+                self._refreshing = threading.Thread(target=self._refresh, daemon=True,
+                                                    name="millpond-status-kafka")
+                self._refreshing.start()
+            pending = self._refreshing
+        if cached is None and pending is not None:
+            pending.join(FIRST_VIEW_WAIT_S)
+            with self._lock:
+                cached = self._cached
+        if cached is None:
+            return {"error": "the job's status from Kafka is not ready yet"}, None
+        return cached[1], round(time.monotonic() - cached[0], 3)
+
+    def _refresh(self) -> None:
+        assert self.job_status is not None
+        try:
+            view = self.job_status()
+            for row in view.get("partitions", []):  # each owner's endpoint, for the page
+                owner = row.get("owner")
+                row["owner_url"] = endpoint_of(owner["client_id"], owner["host"]) \
+                    if owner else None
+        except Exception as exc:  # noqa: BLE001 - Kafka away or denied: say so
+            log.info("the job's status from Kafka: %s", exc)
+            view = {"error": f"{type(exc).__name__}: {exc}"}
+        with self._lock:
             self._cached = (time.monotonic(), view)
-            return view
+            self._refreshing = None
 
     def job_view(self) -> dict[str, Any]:
         """The whole job: the Kafka view and every process's own status."""
-        kafka = self.kafka_view()
+        kafka, age = self.kafka_view()
         urls = [self.url]
         for row in kafka.get("partitions", []):
-            owner = row.get("owner")
-            url = endpoint_of(owner["client_id"], owner["host"]) if owner else None
-            row["owner_url"] = url
+            url = row.get("owner_url")
             if url is not None and url not in urls:
                 urls.append(url)
         with ThreadPoolExecutor(min(len(urls), FAN_OUT_THREADS),
                                 thread_name_prefix="millpond-status") as pool:
             processes = list(pool.map(self._ask, urls))
         return {"job": self.job, "served_by": self.url, "time": time.time(),
-                "kafka": kafka, "processes": processes}
+                "kafka": kafka, "kafka_age_s": age, "processes": processes}
 
     def _ask(self, url: str) -> dict[str, Any]:
         """``url``'s ``/status/process`` (this process's own without a request)."""
@@ -176,5 +201,6 @@ class StatusPage:
             return {"url": url, "error": "this endpoint does not route"}
         answer, _ = self.router.forward(url, PROCESS_PATH)
         if answer.status != 200:
-            return {"url": url, "error": answer.body.get("error", f"answered {answer.status}")}
+            error = str(answer.body.get("error", f"answered {answer.status}"))
+            return {"url": url, "error": "not answering: " + error.split("did not answer: ")[-1]}
         return answer.body

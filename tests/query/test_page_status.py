@@ -10,18 +10,7 @@ import urllib.request
 from millpond.metrics import BackupSample, StoreSample, TaskSample
 from millpond.query import Mailbox, QueryServer
 from millpond.query.page import FILES, StatusPage, is_public, task_json
-
-
-class Samples:
-    """A metrics source holding fixed samples (what the runtime's RuntimeMetrics returns)."""
-
-    job = "page-test"
-
-    def __init__(self, samples: list[TaskSample]) -> None:
-        self.samples = samples
-
-    def sample(self) -> list[TaskSample]:
-        return self.samples
+from tests.metrics.test_metrics_unit import FakeSource
 
 
 def restoring() -> TaskSample:
@@ -49,7 +38,7 @@ def test_the_endpoint_serves_the_page_and_status_without_kafka() -> None:
         raise ConnectionError("no broker")
 
     server = QueryServer("127.0.0.1", 0, {}, Mailbox())
-    server.page = StatusPage("page-test", server.url, Samples([restoring()]), kafka_away, None)
+    server.page = StatusPage("page-test", server.url, FakeSource([restoring()]), kafka_away, None)
     server.start()
     try:
         for path, (name, content_type) in FILES.items():
@@ -66,3 +55,20 @@ def test_the_endpoint_serves_the_page_and_status_without_kafka() -> None:
         assert not is_public("/status") and not is_public("/stores")
     finally:
         server.stop()
+
+
+def test_the_kafka_view_is_shared_until_it_is_stale() -> None:
+    calls: list[int] = []
+
+    def job_status() -> dict[str, object]:
+        calls.append(1)
+        return {"group": "g", "partitions": [{"partition": 0, "owner": {
+            "client_id": "g@vm[query=http://127.0.0.1:1]:7", "host": "/127.0.0.1"}}]}
+
+    page = StatusPage("page-test", "http://127.0.0.1:1", FakeSource([]), job_status, None,
+                      ttl_s=60)
+    first, second = page.job_view(), page.job_view()
+    assert len(calls) == 1 and first["kafka"] is second["kafka"]
+    assert first["kafka"]["partitions"][0]["owner_url"] == "http://127.0.0.1:1"
+    assert [p["url"] for p in first["processes"]] == ["http://127.0.0.1:1"]
+    assert isinstance(second["kafka_age_s"], float)

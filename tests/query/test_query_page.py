@@ -2,14 +2,16 @@
 running on the real broker: its tasks, their lag and counters, and a value looked up and
 scanned in the store browser, each compared with what the job really holds.
 
-The page's screenshot goes to ``tmp_path``, or to ``MILLPOND_PAGE_SCREENSHOT`` when set (how
-``docs/operations/img/query-page.png`` is made). Under CI=true a missing chromium or
+The page's screenshots (the job running, then restoring) go to ``tmp_path``, or to
+``MILLPOND_PAGE_SCREENSHOT`` and ``query-page-restoring.png`` beside it when set: how
+``docs/operations/img/query-page*.png`` are made. Under CI=true a missing chromium or
 Playwright fails the test (``make browser`` installs both)."""
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import time
 import uuid
@@ -54,16 +56,19 @@ def test_the_page_shows_tasks_lag_and_store_values(kafka_bootstrap: str, tmp_pat
     api = playwright()
     name = f"query-page-{uuid.uuid4().hex[:8]}"
     create_topic(kafka_bootstrap, name, partitions=PARTITIONS)
-    config = write_properties(tmp_path / "job.properties", counting_job(
-        kafka_bootstrap, name, name, tmp_path / "state", **{"job.query.address": "127.0.0.1:0"}))
+    props = counting_job(kafka_bootstrap, name, name, tmp_path / "state",
+                         **{"job.query.address": "127.0.0.1:0"})
+    config = write_properties(tmp_path / "job.properties", props)
     expected = produce(kafka_bootstrap, name, 3000, 240)
-    proc, out, base = start(config, 1)
+    proc, out, base = start(config, None)
     shot = Path(os.environ.get("MILLPOND_PAGE_SCREENSHOT") or tmp_path / "query-page.png")
     user = "user-7"
     try:
         with api.sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=browser_path)
             page = browser.new_page(viewport={"width": 1280, "height": 900})
+            errors: list[str] = []  # the page's uncaught script errors
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
             sent: list[str | None] = []
             page.on("request", lambda r: sent.append(r.headers.get("authorization"))
                     if r.url.endswith("/status") else None)
@@ -107,6 +112,25 @@ def test_the_page_shows_tasks_lag_and_store_values(kafka_bootstrap: str, tmp_pat
             keys = [k.strip('"') for k in page.locator("#entries td.key").all_inner_texts()]
             values = [int(v) for v in page.locator("#entries td.value").all_inner_texts()]
             assert keys == prefixed and values == [expected[u] for u in prefixed]
+
+            # Restart with the local state gone: each task restores its store, slowly, and
+            # the page shows the restoring task with its progress bar.
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(60) == 0, out.text()[-3000:]
+            shutil.rmtree(tmp_path / "state")
+            write_properties(config, {**props, "task.restore.listener.class":
+                                      "tests.jobs.counting.SlowRestoreListener"})
+            proc, out, base = start(config, None, env={"MILLPOND_TEST_RESTORE_DELAY": "3"})
+            page.goto(f"{base}/#token={TOKEN}")
+            restoring = page.locator("#tasks tr:has(td.restore .bar)")
+            expect(restoring.locator("td.state")).to_have_text("opening", timeout=WAIT_MS)
+            expect(restoring.locator("td.restore")).to_have_text(
+                re.compile(r"^counts [1-9]\d*/[1-9]\d*$"), timeout=WAIT_MS)
+            page.screenshot(path=str(shot.with_name("query-page-restoring.png")), full_page=True)
+            for p in range(PARTITIONS):
+                expect(page.locator(f'#tasks tr[data-task="partition-{p}"] td.state')
+                       ).to_have_text("open", timeout=WAIT_MS)
+            assert errors == [], errors
             browser.close()
     finally:
         if proc.poll() is None:

@@ -51,9 +51,12 @@ def produce(bootstrap: str, topic: str, n: int, users: int) -> Counter[str]:
     return expected
 
 
-def start(config: Path, process: int) -> tuple[subprocess.Popen[str], OutputLines, str]:
-    proc = start_job(config, "--config-override",
-                     f"systems.kafka.consumer.group.instance.id=routing-{process}")
+def start(config: Path, process: int | None, env: dict[str, str] | None = None,
+          ) -> tuple[subprocess.Popen[str], OutputLines, str]:
+    """Start a process of the job (a static group member ``routing-<process>``, or a
+    dynamic one for None): its output and endpoint."""
+    static = ("--config-override", f"systems.kafka.consumer.group.instance.id=routing-{process}")
+    proc = start_job(config, *(static if process is not None else ()), env=env)
     out = OutputLines(proc)
     lines = out.wait_for("the query endpoint", lambda ls: any(ENDPOINT.search(x) for x in ls))
     found = next(m for x in lines if (m := ENDPOINT.search(x)))

@@ -73,7 +73,8 @@ function render(status) {
     (a, b) => Number(a.split("-").pop()) - Number(b.split("-").pop()));
   const group = kafka.error ? `Kafka: ${kafka.error}` :
     `group ${kafka.group}: ${kafka.group_state}, ${kafka.members} member(s)`;
-  $("summary").textContent = `${group} · ${tasks.length} task(s) · asked ${status.served_by}`;
+  const kafkaAge = status.kafka_age_s === null ? "" : ` (Kafka's view ${status.kafka_age_s.toFixed(1)} s old)`;
+  $("summary").textContent = `${group}${kafkaAge} · ${tasks.length} task(s) · asked ${status.served_by}`;
 
   fill("processes", status.processes, (row, p) => {
     row.dataset.url = p.url;
