@@ -39,7 +39,7 @@ from millpond.query.routing import Router, endpoint_of
 log = logging.getLogger("millpond.query")
 
 JOB_STATUS_TTL_S = 2.0
-FIRST_VIEW_WAIT_S = 15.0
+FIRST_VIEW_WAIT_S = 1.0  # the page shows the processes' own status meanwhile
 PROCESS_PATH = "/status/process"
 FAN_OUT_THREADS = 8
 # The page's files: path -> (file in millpond/query/static, content type)
@@ -161,7 +161,7 @@ class StatusPage:
             with self._lock:
                 cached = self._cached
         if cached is None:
-            return {"error": "the job's status from Kafka is not ready yet"}, None
+            return {"error": "still asking Kafka (millpond status takes seconds)"}, None
         return cached[1], round(time.monotonic() - cached[0], 3)
 
     def _refresh(self) -> None:
