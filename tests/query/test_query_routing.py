@@ -1,6 +1,7 @@
 """Routing on the real broker: two processes of one job each answer every key (the key's
 partition found with the job's partitioner, its owner from the group), saying which process
-answered; after one stops, the survivor answers every key."""
+answered, and each one's /status lists both processes with their tasks (asking the other's
+/status/process); after one stops, the survivor answers every key."""
 
 from __future__ import annotations
 
@@ -104,6 +105,24 @@ def scan(url: str) -> list[tuple[str, int]]:
             return out
 
 
+def wait_for_status(base: str, urls: set[str], timeout: float = 60) -> None:
+    """Poll ``base``'s /status until it lists exactly the processes ``urls`` (each asked by
+    ``base``'s server), holding every partition open between them, each once."""
+    deadline = time.monotonic() + timeout
+    seen: Any = None
+    while time.monotonic() < deadline:
+        status, body, _ = fetch(f"{base}/status")
+        assert status == 200, body
+        held = {p["url"]: sorted(t["partition"] for t in p.get("tasks", [])
+                                 if t["state"] == "open") for p in body["processes"]}
+        seen = (held, [p.get("error") for p in body["processes"]])
+        if set(held) == urls and sorted(sum(held.values(), [])) == list(range(PARTITIONS)) \
+                and len({p["pid"] for p in body["processes"]}) == len(urls):
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"{base}/status never listed {urls} holding every partition: {seen}")
+
+
 @pytest.mark.slow  # 35 s each: its own target keeps make test under 20 min
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGKILL],
@@ -122,6 +141,8 @@ def test_any_process_answers_any_key_and_the_survivor_all(
     try:
         for base in (a, b):  # both hold partitions: each endpoint forwards to the other
             wait_until_answered(base, expected, {a, b}, timeout=120)
+        for base in (a, b):  # the page's /status: both processes, each asked by the server
+            wait_for_status(base, {a, b})
         answered_by: set[str] = set()
         for user in sorted(expected):
             p = partition_of(user.encode(), PARTITIONS)
