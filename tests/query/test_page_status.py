@@ -6,11 +6,16 @@ from __future__ import annotations
 
 import json
 import urllib.request
+from types import SimpleNamespace
 
 from millpond.metrics import BackupSample, StoreSample, TaskSample
 from millpond.query import Mailbox, QueryServer
 from millpond.query.page import FILES, StatusPage, is_public, task_json
-from tests.metrics.test_metrics_unit import FakeSource
+
+
+def source(samples: list[TaskSample]) -> SimpleNamespace:
+    """A metrics source of fixed samples (as the runtime's RuntimeMetrics answers)."""
+    return SimpleNamespace(job="page-test", sample=lambda: samples)
 
 
 def restoring() -> TaskSample:
@@ -38,7 +43,7 @@ def test_the_endpoint_serves_the_page_and_status_without_kafka() -> None:
         raise ConnectionError("no broker")
 
     server = QueryServer("127.0.0.1", 0, {}, Mailbox())
-    server.page = StatusPage("page-test", server.url, FakeSource([restoring()]), kafka_away, None)
+    server.page = StatusPage("page-test", server.url, source([restoring()]), kafka_away, None)
     server.start()
     try:
         for path, (name, content_type) in FILES.items():
@@ -65,7 +70,7 @@ def test_the_kafka_view_is_shared_until_it_is_stale() -> None:
         return {"group": "g", "partitions": [{"partition": 0, "owner": {
             "client_id": "g@vm[query=http://127.0.0.1:1]:7", "host": "/127.0.0.1"}}]}
 
-    page = StatusPage("page-test", "http://127.0.0.1:1", FakeSource([]), job_status, None,
+    page = StatusPage("page-test", "http://127.0.0.1:1", source([]), job_status, None,
                       ttl_s=60)
     first, second = page.job_view(), page.job_view()
     assert len(calls) == 1 and first["kafka"] is second["kafka"]

@@ -23,8 +23,14 @@ import pytest
 
 from millpond.partitioner import partition_of
 from tests.conftest import installed, unavailable
-from tests.kafka_util import counting_job, create_topic, dump_store, write_properties
-from tests.query.test_query_routing import PARTITIONS, fetch, produce, start
+from tests.kafka_util import (
+    counting_job,
+    create_topic,
+    dump_store,
+    stop_job,
+    write_properties,
+)
+from tests.query.processes import PARTITIONS, fetch, produce, start
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -59,7 +65,8 @@ def test_the_page_shows_tasks_lag_and_store_values(kafka_bootstrap: str, tmp_pat
     props = counting_job(kafka_bootstrap, name, name, tmp_path / "state",
                          **{"job.query.address": "127.0.0.1:0"})
     config = write_properties(tmp_path / "job.properties", props)
-    expected = produce(kafka_bootstrap, name, 3000, 240)
+    # 1,500 users: ~375 keys per changelog partition, a restore the page sees under way
+    expected = produce(kafka_bootstrap, name, 3000, 1500)
     proc, out, base = start(config, None)
     shot = Path(os.environ.get("MILLPOND_PAGE_SCREENSHOT") or tmp_path / "query-page.png")
     user = "user-7"
@@ -100,9 +107,9 @@ def test_the_page_shows_tasks_lag_and_store_values(kafka_bootstrap: str, tmp_pat
             assert (status, body["value"]) == (200, shown), body
             page.screenshot(path=str(shot), full_page=True)
 
-            page.fill("#prefix", "user-1")  # a prefix scan, page by page with "More"
+            page.fill("#prefix", "user-14")  # a prefix scan, page by page with "More"
             page.click("#scan button[type=submit]")
-            prefixed = sorted(u for u in expected if u.startswith("user-1"))
+            prefixed = sorted(u for u in expected if u.startswith("user-14"))
             rows = page.locator("#entries tbody tr")
             expect(rows).to_have_count(min(50, len(prefixed)), timeout=WAIT_MS)
             while page.locator("#more").is_visible():
@@ -120,7 +127,7 @@ def test_the_page_shows_tasks_lag_and_store_values(kafka_bootstrap: str, tmp_pat
             shutil.rmtree(tmp_path / "state")
             write_properties(config, {**props, "task.restore.listener.class":
                                       "tests.jobs.counting.SlowRestoreListener"})
-            proc, out, base = start(config, None, env={"MILLPOND_TEST_RESTORE_DELAY": "3"})
+            proc, out, base = start(config, None, env={"MILLPOND_TEST_RESTORE_DELAY": "2.5"})
             page.goto(f"{base}/#token={TOKEN}")
             restoring = page.locator("#tasks tr:has(td.restore .bar)")
             expect(restoring.locator("td.state")).to_have_text("opening", timeout=WAIT_MS)
@@ -134,8 +141,7 @@ def test_the_page_shows_tasks_lag_and_store_values(kafka_bootstrap: str, tmp_pat
             browser.close()
     finally:
         if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(60)
+            stop_job(proc, 60)
     assert proc.returncode == 0, out.text()[-3000:]
     assert dump_store(config, "counts")[user] == shown  # the store's value, committed at stop
     assert shot.stat().st_size > 10_000 and time.time() - shot.stat().st_mtime < 600
