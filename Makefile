@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install kafka-jars kafka-up kafka-down demo test test-slow test-faults test-dataflow-faults test-security test-cluster test-fast faults lint docs bench bench-startup bench-smoke mutation clean
+.PHONY: install kafka-jars kafka-up kafka-down demo test test-slow test-faults test-dataflow-faults test-security test-cluster test-fast faults lint docs bench bench-startup bench-smoke mutation browser clean
 
 # Create the virtualenv and install millpond with its test and lint tools. setuptools shows a
 # notice ("Editable installation ... folders in your working directory with the same name as
@@ -76,6 +76,14 @@ test-security: kafka-jars
 test-cluster: kafka-jars
 	$(PYC)
 	$(BIN)/pytest -q -ra --durations=5 -m cluster tests/cluster
+
+# What the browser test of the query endpoint's page needs (tests/query/test_query_page.py,
+# in make test-slow): Debian's chromium, and Playwright for Python (the test extra) to drive
+# it; Playwright is pointed at /usr/bin/chromium, no browser is downloaded.
+browser: $(STAMP)
+	command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium)
+	$(BIN)/python -c "import playwright" 2>/dev/null \
+	  || PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip install -q -e ".[test]"
 
 test-fast: $(STAMP)
 	$(BIN)/pytest -q -m "not kafka and not spark"

@@ -374,9 +374,7 @@ def status(config_path: Path, overrides: tuple[str, ...], fmt: str,
         return
     group, rows = job_status.status(_job(config_path, overrides))
     if fmt == "json":
-        click.echo(json.dumps({"group": group.group, "group_state": group.state,
-                               "members": group.members,
-                               "partitions": [r.to_json() for r in rows]}, indent=2))
+        click.echo(json.dumps(job_status.to_json(group, rows), indent=2))
         return
     for line in job_status.format_table(group, rows):
         click.echo(line)

@@ -170,6 +170,12 @@ def status(job: Job) -> tuple[GroupInfo, list[PartitionStatus]]:
     return group, out
 
 
+def to_json(group: GroupInfo, rows: list[PartitionStatus]) -> dict[str, Any]:
+    """``millpond status --format json``'s object (also the job's page's Kafka view)."""
+    return {"group": group.group, "group_state": group.state, "members": group.members,
+            "partitions": [r.to_json() for r in rows]}
+
+
 def format_table(group: GroupInfo, rows: list[PartitionStatus]) -> list[str]:
     """``millpond status``'s table: a header line about the group, one line per partition."""
     lines = [f"group {group.group}: {group.state}, {group.members} member(s)",

@@ -27,6 +27,8 @@ is not open in this process (not assigned here, or still restoring: with the res
 progress) or the job is starting or stopping, or when the endpoint already serves
 ``MAX_REQUESTS`` connections (answered at once, without a thread).
 
+The job's page (``/``) and its ``/status`` are :mod:`millpond.query.page`'s.
+
 The threads parse and render only; each query is answered on the run loop's thread
 (:mod:`millpond.query.mailbox`).
 """
@@ -47,6 +49,7 @@ from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
 
 from millpond.query.errors import QueryError
 from millpond.query.mailbox import Mailbox
+from millpond.query.page import Reply, StatusPage
 from millpond.query.reads import Answer, Query, token, untoken
 from millpond.query.render import BadKey, parse_key
 from millpond.query.routing import FORWARDED, SERVED_BY, Router, advertised_url, not_assigned
@@ -227,6 +230,7 @@ class QueryServer:
         self.mailbox = mailbox
         self.router = router
         self.token = token  # job.query.token: the bearer token requests need (see authorized)
+        self.page: StatusPage | None = None  # the job's page and /status (query.page)
         handler = type("Handler", (_Handler,), {"endpoint": self})
         try:
             self._http = BoundedServer((host, port), handler, max_requests)
@@ -468,6 +472,11 @@ class _Handler(BaseHTTPRequestHandler):
         if not self.endpoint.authorized(self.path, self.headers.get("Authorization")):
             self._unauthorized()
             return
+        page = self.endpoint.page
+        reply = page.serve(self.path) if page is not None else None
+        if reply is not None:  # the page, its files or /status
+            self._send(reply, self.endpoint.url)
+            return
         try:
             answer, served_by = self.endpoint.handle(
                 self.path, forwarded=self.headers.get(FORWARDED) is not None)
@@ -475,14 +484,17 @@ class _Handler(BaseHTTPRequestHandler):
             log.warning("query %s failed: %s", self.path, exc, exc_info=True)
             answer = Answer(500, {"error": f"{type(exc).__name__}: {exc}"})
             served_by = self.endpoint.url
-        data = json.dumps(answer.body, ensure_ascii=False).encode()
-        self.send_response(answer.status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
+        self._send(Reply(answer.status, "application/json",
+                         json.dumps(answer.body, ensure_ascii=False).encode()), served_by)
+
+    def _send(self, reply: Reply, served_by: str) -> None:
+        self.send_response(reply.status)
+        self.send_header("Content-Type", reply.content_type)
+        self.send_header("Content-Length", str(len(reply.body)))
         self.send_header("Cache-Control", "no-store")
         self.send_header(SERVED_BY, served_by)
         self.end_headers()
-        self.wfile.write(data)
+        self.wfile.write(reply.body)
 
     def _unauthorized(self) -> None:
         """401: the request lacks the endpoint's token (job.query.token)."""

@@ -38,6 +38,7 @@ from millpond.kafka.outage import OutageClock
 from millpond.kafka.reading import FETCH_QUEUE_BACKOFF_MS
 from millpond.metrics import Reporter, parse_reporters, start_reporters
 from millpond.query import Mailbox, QueryServer
+from millpond.query.page import StatusPage
 from millpond.query.routing import Owners, Router, client_id
 from millpond.serdes import serdes_for
 from millpond.sideinputs.runtime import SideInputs
@@ -60,7 +61,7 @@ from millpond.tasks.membership import subscribe
 from millpond.tasks.memory import MemoryWatch
 from millpond.tasks.opening import Fences, OpenContext, TaskOpener, open_task, reopen_hold_s
 from millpond.tasks.purge import InternalTopicPurger
-from millpond.tasks.queries import TaskDirectory, group_owners
+from millpond.tasks.queries import TaskDirectory, group_owners, job_status
 from millpond.tasks.runloop import LoopTiming, RunLoop
 from millpond.tasks.stream_serdes import StreamSerdes
 from millpond.tasks.telemetry import RuntimeMetrics
@@ -122,11 +123,12 @@ class Container:
         self.fences: Fences | None = None
         self.loop: RunLoop | None = None
         self.backups: StateBackups | None = None
-        # Metrics reporters (metrics.reporters): validated now, started by run().
+        # Metrics reporters (metrics.reporters): validated now, started by run(). The
+        # samples also feed the query endpoint's page (/status/process).
         reporting = parse_reporters(config.properties)
         self.metrics = (RuntimeMetrics(job.name, self.tasks, self.inputs,
                                        lambda: self.manager.opener if self.manager else None)
-                        if reporting else None)
+                        if reporting or job.query_address is not None else None)
         self._reporting = reporting
         self.reporters: list[Reporter] = []
         # Live queries (job.query.address): the endpoint listens from run() on and answers
@@ -175,6 +177,9 @@ class Container:
                     Owners(group_owners(self.job)), self.config.job.partitioner,
                     self.query_server.url)
                 self.query_server.router.token = token
+                self.query_server.page = StatusPage(
+                    self.config.job.name, self.query_server.url, self.metrics,
+                    job_status(self.job), self.query_server.router)
                 self.query_server.start()
             self._run()
         finally:
