@@ -109,7 +109,10 @@ def run(config_path: Path, overrides: tuple[str, ...], bounded: bool, log_level:
     logging.basicConfig(level=log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = _load_config(config_path, overrides)
-    container = Container(config, bounded=bounded or None, wait_timeout_s=wait_timeout)
+    from millpond.ops.status import view_of
+
+    container = Container(config, bounded=bounded or None, wait_timeout_s=wait_timeout,
+                          job_status=view_of)  # the page's millpond status part
     if not no_check and not early:
         if container.job.admin.wait_reachable(wait_timeout, logging.getLogger(
                 "millpond.container").warning, stopped=lambda: bool(early)):

@@ -12,6 +12,7 @@ rows are ``changelog describe``'s (:func:`millpond.tasks.describe.describe`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -217,3 +218,13 @@ def _offsets(offsets: dict[str, Any]) -> str:
     if len(offsets) == 1:
         return _dash(next(iter(offsets.values())))
     return ",".join(f"{t}={_dash(o)}" for t, o in sorted(offsets.items()))
+
+
+def view_of(job: Job) -> Callable[[], dict[str, Any]]:
+    """A function giving ``millpond status --format json``'s object for ``job`` (the query
+    endpoint's page asks it; the container takes it from the CLI, as tasks sit below ops)."""
+
+    def view() -> dict[str, Any]:
+        return to_json(*status(job))
+
+    return view

@@ -22,6 +22,7 @@ import logging
 import os
 import signal
 import socket
+from collections.abc import Callable
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -61,7 +62,7 @@ from millpond.tasks.membership import subscribe
 from millpond.tasks.memory import MemoryWatch
 from millpond.tasks.opening import Fences, OpenContext, TaskOpener, open_task, reopen_hold_s
 from millpond.tasks.purge import InternalTopicPurger
-from millpond.tasks.queries import TaskDirectory, group_owners, job_status
+from millpond.tasks.queries import TaskDirectory, group_owners
 from millpond.tasks.runloop import LoopTiming, RunLoop
 from millpond.tasks.stream_serdes import StreamSerdes
 from millpond.tasks.telemetry import RuntimeMetrics
@@ -81,6 +82,7 @@ class Container:
         self, config: Config, *, bounded: bool | None = None,
         listener: RestoreListener | None = None, status_every: float = STATUS_EVERY_S,
         wait_timeout_s: float | None = None,
+        job_status: Callable[[Job], Callable[[], dict[str, Any]]] | None = None,
     ) -> None:
         self.config = config = with_app(config)  # a dataflow app: its task and stores
         job = config.job
@@ -96,6 +98,7 @@ class Container:
                                  "task.inputs=kafka.page-views")
         self.inputs = [ref.topic for ref in job.inputs]
         self.job = Job(config)
+        self._job_status = job_status
         self.faults = self.job.faults
         self.guarantee = self.job.guarantee
         self.client_conf = self.job.client_conf
@@ -179,7 +182,8 @@ class Container:
                 self.query_server.router.token = token
                 self.query_server.page = StatusPage(
                     self.config.job.name, self.query_server.url, self.metrics,
-                    job_status(self.job), self.query_server.router)
+                    self._job_status(self.job) if self._job_status is not None else None,
+                    self.query_server.router)
                 self.query_server.start()
             self._run()
         finally:

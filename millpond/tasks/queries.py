@@ -72,14 +72,3 @@ def group_owners(job: Job) -> Callable[[], dict[int, tuple[str, str]]]:
         return owners
 
     return describe
-
-
-def job_status(job: Job) -> Callable[[], dict[str, Any]]:
-    """``millpond status --format json``'s object for ``job``, as the page shows it."""
-
-    def view() -> dict[str, Any]:
-        from millpond.ops import status
-
-        return status.to_json(*status.status(job))
-
-    return view
