@@ -164,7 +164,8 @@ def summarize_runs(rs: list[dict[str, Any]]) -> dict[str, Any]:
               "process_wall_s", "cpu_s", "maxrss_mb", "restore_s", "records_per_s",
               "records_per_s_wall", "wall_to_done_s", "mb_per_s", "mb_per_s_value",
               "msgs_per_s_to_90pct_sent", "sent_90pct_s", "last_output_s",
-              "end_after_last_output_s")
+              "end_after_last_output_s", "queries_per_s", "query_p50_ms", "query_p99_ms",
+              "driver_cpu_s")
     for f in fields:
         vals = [r[f] for r in good if r.get(f) is not None]
         if vals:

@@ -42,6 +42,10 @@ BACKUPS_KEY = "millpond effectively-once, backups on"
 # The count with the record undo journal on (task.dlq.stream set, issue #35), beside the same
 # count without it.
 UNDO_KEY = "millpond effectively-once, undo journal on"
+# The count serving paced gets of its store (job.query.address set, issue #33), beside the
+# same count without queries.
+QUERIES_KEY = "millpond effectively-once, queries on"
+QUERY_COST = 0.05  # serving 1,000 gets/s may cost at most 5% of the count's throughput
 UNDO_COST = 0.03  # the undo journal may cost at most 3% of the count's CPU s per message
 BACKUPS_COST = 0.05  # state backups (to S3Proxy) may cost at most 5% of the count's throughput
 METRICS_COST = 0.03  # the Prometheus reporter may cost at most 3% of the count's throughput
@@ -200,6 +204,34 @@ def _windows_targets(add: Any, win: dict[str, Any]) -> None:
             short=f">= {WIN_COUNT_SHARE:.0%} of the dataflow count")
 
 
+def _query_targets(add: Any, eo: dict[str, Any], on: dict[str, Any]) -> None:
+    """The count serving paced gets beside the same count without (issue #33): the loss of
+    msg/s (the target), of CPU s, the gets answered per second and their latency."""
+    runs = on.get("runs") or [{}]
+    rate = ((runs[0].get("queries") or {}).get("rate")) or 0
+    r = paired_ratio(on, eo, "msgs_per_s")
+    if r:
+        add(f"query overhead <= {QUERY_COST:.0%} at {rate:g} q/s", 1 - r["median"], QUERY_COST,
+            "cost", f"1 - msg/s serving {rate:g} gets/s / msg/s without, per run pair",
+            higher_is_better=False, spread={"min": 1 - r["max"], "max": 1 - r["min"]},
+            row="count queries", short=f"overhead <= {QUERY_COST:.0%} at {rate:g} q/s")
+    cpu = paired_ratio(on, eo, "cpu_s")
+    if cpu:
+        add("count (effectively-once) serving queries: CPU cost", cpu["median"] - 1, None,
+            "cost", "CPU s of the job serving queries / without - 1, per run pair (the "
+            "driver's own CPU is not in it)", higher_is_better=False,
+            spread={"min": cpu["min"] - 1, "max": cpu["max"] - 1}, row="count queries",
+            short="CPU cost")
+    for field, what, unit in (("queries_per_s", "gets answered per second", "q/s"),
+                              ("query_p50_ms", "get latency p50", "ms"),
+                              ("query_p99_ms", "get latency p99", "ms")):
+        fig = on.get(field)
+        if fig and fig.get("median") is not None:
+            add(f"count (effectively-once) serving queries: {what}", fig["median"], None, unit,
+                "200 answers while the job processed (first message to exit), driver in its "
+                "own process", spread=fig, row="count queries", short=what)
+
+
 def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     """Each target with the measured figure (median) and pass / miss / n/a (info: no goal).
 
@@ -294,6 +326,9 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
                 "1 - msg/s with task.dlq.stream set / msg/s without, per run pair",
                 higher_is_better=False, spread={"min": 1 - r["max"], "max": 1 - r["min"]},
                 row="count undo", short="msg/s cost")
+    queries_on = _count(results, QUERIES_KEY)
+    if eo and queries_on:
+        _query_targets(add, eo, queries_on)
     if alo and eos:
         r = paired_ratio(eos, alo, "msgs_per_s")
         if r:
@@ -546,10 +581,23 @@ def _count_rows(lines: list[str], prefix: str, count: dict[str, Any], order: lis
                           "whole child process (wait4)"))
         lines.append(_row("  ↳ peak RSS", entry.get("maxrss_mb"), "MB",
                           "VmHWM of the process"))
+        if entry.get("queries_per_s"):
+            run0 = (entry.get("runs") or [{}])[0].get("queries") or {}
+            lines.append(_row("  ↳ gets answered", entry["queries_per_s"], "q/s",
+                              f"driver paced at {run0.get('rate', 0):g}/s over "
+                              f"{run0.get('connections')} keep-alive connections, "
+                              f"{run0.get('routed_share', 0):.0%} routed; 200s while the job "
+                              "processed"))
+            for field, what in (("query_p50_ms", "p50"), ("query_p99_ms", "p99")):
+                lines.append(_row(f"  ↳ get latency {what}", entry.get(field), "ms",
+                                  "send to answer, at the driver"))
+            lines.append(_row("  ↳ driver CPU", entry.get("driver_cpu_s"), "CPU s",
+                              "the query driver's own process (not in the job's CPU); on 2 "
+                              "cores it competes with the job"))
 
 
 COUNT_ORDER = ["millpond at-least-once", "millpond effectively-once", METRICS_KEY, BACKUPS_KEY,
-               UNDO_KEY,
+               UNDO_KEY, QUERIES_KEY,
                "millpond exactly-once",
                "quix at-least-once", "quix exactly-once", "millpond at-least-once (small topic)",
                "faust at-least-once (small topic)"]
@@ -930,7 +978,7 @@ def _restore_cell(entry: dict[str, Any] | None, quix: bool = False) -> str:
 def _with_unit(v: float | None, unit: str) -> str:
     text = _fmt(v, unit)
     return f"{text} {unit}" if v is not None and unit in ("MB", "MB/s", "msg/s", "ops/s",
-                                                          "records/s") else text
+                                                          "records/s", "q/s", "ms") else text
 
 
 def _target_cell(ts: list[dict[str, Any]]) -> str:
@@ -1019,6 +1067,10 @@ def readme_table(results: dict[str, Any]) -> str:
                 row("count undo", "count, uniform, effectively-once, undo journal on "
                     "(`task.dlq.stream` set; nothing dead-lettered)",
                     _count_cell(count.get(UNDO_KEY)))
+            if g == "effectively-once" and count.get(QUERIES_KEY):
+                row("count queries", "count, uniform, effectively-once, serving gets of its "
+                    "store (`job.query.address` set; a paced driver in its own process)",
+                    _count_cell(count.get(QUERIES_KEY)))
     df = results.get("dataflow") or {}
     dc = df.get("count") or {}
     if dc:

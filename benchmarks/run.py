@@ -8,8 +8,9 @@ and consume on the benchmark input, and consume + orjson decode; raw rocksdict c
 store micro-benchmark), ``count`` (per-user count into a changelogged RocksDB store: millpond
 at each guarantee, Quix Streams, Faust; and millpond effectively-once once more per round with
 the record undo journal on (``task.dlq.stream`` set, nothing dead-lettered: the journal's CPU
-cost per message) and once more with the Prometheus reporter on and scraped every second:
-the reporter's cost), ``dataflow``
+cost per message), once more serving 1,000 gets/s of its store from a driver process
+(``job.query.address`` set, issue #33: the queries' throughput cost) and once more with the
+Prometheus reporter on and scraped every second: the reporter's cost), ``dataflow``
 (the count written with the streams API beside the StreamTask count, the consume + decode
 ceiling, Bytewax 0.21 and Quix Streams; and filter -> key_by -> count -> to beside filter ->
 count -> to: the repartition hop's cost), ``windows`` (a 1-minute tumbling count per user
@@ -147,6 +148,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "60000, the library's: each partition uploads its first commit's "
                         "snapshot, then one a minute; 5000 uploads at every commit); "
                         "-1: no backups-on row")
+    p.add_argument("--query-rate", type=float, default=1000.0,
+                   help="gets/s of the count's store by the query driver of the count "
+                        "workload's queries-on run (default 1000, issue #33; its own process, "
+                        "keep-alive connections, random users, mostly routed); 0: no "
+                        "queries-on run")
+    p.add_argument("--query-connections", type=int, default=128,
+                   help="the query driver's keep-alive connections (default 128: an answer "
+                        "waits for the run loop's next iteration, ~100 ms on a loaded machine, "
+                        "so 1,000/s needs ~100 in flight; each is a thread in the job)")
     p.add_argument("--snapshot-records", type=int,
                    help="records of the store partition of the snapshot-restore workload "
                         "(default 4M; --quick 20k)")

@@ -12,8 +12,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
+import statistics
 import subprocess
+import sys
 import threading
 import urllib.request
 from dataclasses import dataclass, field
@@ -173,16 +176,72 @@ class Scraper(threading.Thread):
         self.join(timeout=10)
 
 
+class QueryLoad:
+    """benchmarks/query_driver.py in its own process: paced gets of a job's query endpoint
+    while the job runs (its CPU is the driver's, not the job's)."""
+
+    def __init__(self, url: str, out: Path, rate: float, users: int, partitions: int,
+                 connections: int, logdir: Path) -> None:
+        self.out, self.rate = out, rate
+        self.log = open(logdir / "query-driver.log", "w")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "benchmarks.query_driver", "--url", url,
+             "--users", str(users), "--partitions", str(partitions), "--rate", str(rate),
+             "--connections", str(connections), "--out", str(out)], cwd=REPO, stdout=self.log, stderr=subprocess.STDOUT)
+
+    def stop(self) -> dict[str, Any] | None:
+        """Stop the driver (bounded wait) and read what it wrote (None: it wrote nothing)."""
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        self.log.close()
+        return json.loads(self.out.read_text()) if self.out.exists() else None
+
+
+def query_figures(driven: dict[str, Any], began: float | None,
+                  ended: float) -> dict[str, Any]:
+    """The driver's figures over the job's processing (first message to exit): requests
+    sent and answered (200) per second, answered latency p50/p99, statuses, driver CPU."""
+    window = ended - began if began is not None and ended > began else 0.0
+    rows = [(t, ms, st) for t, ms, st in zip(driven["sent"], driven["latency_ms"],
+                                             driven["status"], strict=True)
+            if began is not None and began <= t < ended]
+    ok = sorted(ms for _, ms, st in rows if st == 200)
+    statuses: dict[str, int] = {}
+    for *_, st in rows:
+        statuses[str(st)] = statuses.get(str(st), 0) + 1
+
+    def pct(q: float) -> float | None:
+        return ok[min(len(ok) - 1, int(q * len(ok)))] if ok else None
+
+    return {"rate": driven["rate"], "connections": driven["connections"],
+            "routed_share": driven["routed_share"], "window_s": window,
+            "sent": len(rows), "answered": len(ok), "statuses": statuses,
+            "answered_all_run": sum(1 for st in driven["status"] if st == 200),
+            "skipped": driven["skipped"],
+            "queries_per_s": len(ok) / window if window else None,
+            "query_p50_ms": pct(0.50), "query_p99_ms": pct(0.99),
+            "query_mean_ms": statistics.fmean(ok) if ok else None,
+            "driver_cpu_s": driven["cpu_s"],
+            "driver_wall_s": driven["stopped"] - driven["started"]}
+
+
 def millpond_count(ctx: Ctx, topic: str, messages: int, guarantee: str, tag: str,
                    reference: dict[str, int], metrics: bool = False,
                    backups: dict[str, str] | None = None, app: str | None = None,
-                   output: str | None = None, dlq: bool = False) -> dict[str, Any]:
+                   output: str | None = None, dlq: bool = False,
+                   queries: dict[str, Any] | None = None) -> dict[str, Any]:
     """One verified ``millpond run --bounded`` count; ``metrics`` turns the Prometheus
     reporter on and scrapes it every second while the job runs; ``backups`` are
     ``job.state.backup.*`` properties (state snapshots uploaded while it runs); ``dlq`` sets
     ``task.dlq.stream`` (a dead-letter topic, which turns the record undo journal on: each
     record's store writes noted, to be undone if it were skipped; no record fails, so the
-    count is still exact and the topic is never written); ``app``
+    count is still exact and the topic is never written); ``queries`` ({"rate", "users",
+    "partitions", "connections"}) sets ``job.query.address`` and runs a QueryLoad of ``rate`` gets/s of the
+    ``counts`` store while the job runs (issue #33); ``app``
     runs the dataflow ``benchmarks.jobs:<app>`` instead of the StreamTask (``output``: the
     topic its ``to`` writes)."""
     name = f"mpb-{ctx.salt}-{SHORT[guarantee]}-{tag}"
@@ -203,13 +262,23 @@ def millpond_count(ctx: Ctx, topic: str, messages: int, guarantee: str, tag: str
         props["job.state.backup.uri"] = f"{backups['job.state.backup.uri']}/{name}"
     if dlq:
         props["task.dlq.stream"] = f"kafka.{name}-dlq"
+    load = None
+    if queries:
+        port = free_port()
+        props["job.query.address"] = f"127.0.0.1:{port}"
+        load = QueryLoad(f"http://127.0.0.1:{port}", run_dir / "queries.json",
+                         queries["rate"], queries["users"], queries["partitions"],
+                         queries["connections"], run_dir)
     config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    driven = None
     try:
         child = run_child([MILLPOND, "run", "--config", str(config), "--bounded"],
                           timeout=ctx.timeout, logdir=run_dir, name="run")
     finally:
         if scraper is not None:
             scraper.stop()
+        if load is not None:
+            driven = load.stop()
     result: dict[str, Any] = {"system": "millpond", "guarantee": guarantee, "job": name,
                               "config": str(config), "messages": messages,
                               "app": app or "BenchCounter (StreamTask)"}
@@ -223,6 +292,9 @@ def millpond_count(ctx: Ctx, topic: str, messages: int, guarantee: str, tag: str
         return {**result, "ok": False, "error": f"exit {child.returncode}: {child.tail()}"}
     if scraper is not None and not scraper.scrapes:
         return {**result, "ok": False, "error": "the job's /metrics was never scraped"}
+    if load is not None and driven is None:
+        return {**result, "ok": False, "error": "the query driver wrote nothing; see "
+                                                f"{run_dir / 'query-driver.log'}"}
     if backups:
         from millpond.backup import BackupLocation
         from millpond.config import Config
@@ -237,6 +309,13 @@ def millpond_count(ctx: Ctx, topic: str, messages: int, guarantee: str, tag: str
         result["first_message_marker"] = marks["marker"]
     result.update(_rates(messages, child.started, marks.get("first_message"), child.exited))
     result["first_message_at"], result["exited_at"] = marks.get("first_message"), child.exited
+    if driven is not None:
+        result["queries"] = figures = query_figures(driven, marks.get("first_message"),
+                                                    child.exited)
+        result.update({k: figures[k] for k in ("queries_per_s", "query_p50_ms",
+                                               "query_p99_ms", "driver_cpu_s")})
+        if not figures["answered_all_run"]:
+            return {**result, "ok": False, "error": "no query was answered"}
     result["end_of_stream_s"] = ((marks["end_of_stream"] - marks["first_message"])
                                  if marks.get("end_of_stream") and marks.get("first_message")
                                  else None)

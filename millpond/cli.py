@@ -109,7 +109,10 @@ def run(config_path: Path, overrides: tuple[str, ...], bounded: bool, log_level:
     logging.basicConfig(level=log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = _load_config(config_path, overrides)
-    container = Container(config, bounded=bounded or None, wait_timeout_s=wait_timeout)
+    from millpond.ops.status import view_of
+
+    container = Container(config, bounded=bounded or None, wait_timeout_s=wait_timeout,
+                          job_status=view_of)  # the page's millpond status part
     if not no_check and not early:
         if container.job.admin.wait_reachable(wait_timeout, logging.getLogger(
                 "millpond.container").warning, stopped=lambda: bool(early)):
@@ -374,9 +377,7 @@ def status(config_path: Path, overrides: tuple[str, ...], fmt: str,
         return
     group, rows = job_status.status(_job(config_path, overrides))
     if fmt == "json":
-        click.echo(json.dumps({"group": group.group, "group_state": group.state,
-                               "members": group.members,
-                               "partitions": [r.to_json() for r in rows]}, indent=2))
+        click.echo(json.dumps(job_status.to_json(group, rows), indent=2))
         return
     for line in job_status.format_table(group, rows):
         click.echo(line)
@@ -722,11 +723,13 @@ class LazyCommands(dict[str, click.Command]):
         return super().items()
 
 
-# ``millpond spark ...`` (PySpark jobs over changelogs) and ``millpond backup ...`` (state
-# snapshots in job.state.backup.uri), imported when named.
+# ``millpond spark ...`` (PySpark jobs over changelogs), ``millpond backup ...`` (state
+# snapshots in job.state.backup.uri) and ``millpond query ...`` (a running job's endpoint),
+# imported when named.
 main.commands = LazyCommands(main.commands, {
     "spark": "millpond.spark.cli:spark",
     "backup": "millpond.backup.cli:backup",
+    "query": "millpond.query.cli:query",
 })
 
 if __name__ == "__main__":

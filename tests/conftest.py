@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -52,6 +53,17 @@ def unavailable(reason: str) -> None:
     if IN_CI:
         pytest.fail(f"CI=true and {reason}", pytrace=False)
     pytest.skip(reason)
+
+
+def installed(program: str, how: str) -> str:
+    """The path of ``program`` (on PATH or in /usr/bin), else :func:`unavailable` saying
+    ``how`` to install it."""
+    found = shutil.which(program) or (
+        f"/usr/bin/{program}" if Path(f"/usr/bin/{program}").exists() else None)
+    if found is None:
+        unavailable(f"{program} is not installed ({how})")
+    assert found is not None
+    return found
 
 
 @dataclass

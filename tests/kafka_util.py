@@ -148,9 +148,10 @@ def stop_job(job: subprocess.Popen[str], timeout: float = 30) -> None:
         job.wait(timeout=10)
 
 
-def millpond(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def millpond(*args: str, timeout: float = 120,
+             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([MILLPOND, *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=timeout)
+                          timeout=timeout, env={**os.environ, **(env or {})})
 
 
 def dump_store(config: Path, store: str) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """The count workloads: ``count`` (per-user count into a changelogged store: millpond at each
 guarantee, Quix Streams, Faust on a scaled-down topic, and millpond effectively-once once more
 with the record undo journal on (``task.dlq.stream`` set, nothing dead-lettered), once more
-with the Prometheus reporter on and once more with state backups on: their cost), ``skew``
+serving --query-rate gets/s of its store (issue #33), once more with the Prometheus reporter
+on and once more with state backups on: their cost), ``skew``
 (the same count on a Zipf-keyed topic, with that topic's own ceilings) and ``rss`` (peak RSS
 of the millpond count with defaults over many users)."""
 
@@ -24,6 +25,9 @@ METRICS_KEY = report.METRICS_KEY
 BACKUPS_KEY = report.BACKUPS_KEY
 # The count with the record undo journal on (task.dlq.stream set), beside the same count without.
 UNDO_KEY = report.UNDO_KEY
+# The count serving queries (job.query.address set, a driver paced at --query-rate gets/s),
+# beside the same count without.
+QUERIES_KEY = report.QUERIES_KEY
 
 
 def count(h: Harness) -> None:
@@ -37,15 +41,22 @@ def count(h: Harness) -> None:
     eo = ("millpond", "effectively-once")
     for r in range(a.runs):
         # Interleaved rounds: background load on the shared machine hits every system alike.
-        # The undo-journal run (task.dlq.stream set) and the reporter-on run sit right beside
-        # the effectively-once run they are compared with (before it in odd rounds, after it
-        # in even ones; the undo run nearest), so drifting load hits both; so does the
-        # backups-on run.
+        # The queries-on run, the undo-journal run (task.dlq.stream set) and the reporter-on
+        # run sit right beside the effectively-once run they are compared with (before it in
+        # odd rounds, after it in even ones; the queries run nearest, then the undo run), so
+        # drifting load hits both; so does the backups-on run.
         def undo_run(r: int = r) -> None:
             # its own tag: the job name (state dir, changelog) must be unique in the run
             # (rss's counts are "u<r>")
             runs.setdefault(UNDO_KEY, []).append(
                 _eo_once_more(h, r, UNDO_KEY, f"dlq{r}", lambda: {"dlq": True}))
+
+        def queries_run(r: int = r) -> None:
+            if a.query_rate > 0:
+                runs.setdefault(QUERIES_KEY, []).append(_eo_once_more(
+                    h, r, QUERIES_KEY, f"q{r}", lambda: {"queries": {
+                        "rate": a.query_rate, "users": a.users, "partitions": a.partitions,
+                        "connections": a.query_connections}}))
 
         def metrics_run(r: int = r) -> None:
             runs.setdefault(METRICS_KEY, []).append(
@@ -58,8 +69,9 @@ def count(h: Harness) -> None:
         first = r % 2 == 1
 
         def beside(first: bool = first) -> None:
-            # the undo-journal run next to the effectively-once run on either side
-            for step in ((metrics_run, undo_run) if first else (undo_run, metrics_run)):
+            # the queries and undo-journal runs next to the effectively-once run on either side
+            for step in ((metrics_run, undo_run, queries_run) if first
+                         else (queries_run, undo_run, metrics_run)):
                 step()
 
         for key, res in _count_round(h, r, plan, h.input_topic, a.messages, ctx.reference,
@@ -119,7 +131,8 @@ def _eo_once_more(h: Harness, r: int, key: str, tag: str,
                   options: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     """Round ``r``'s effectively-once count once more with ``options()`` of
     systems.millpond_count: with the record undo journal on (UNDO_KEY: a dead-letter topic
-    set), with the Prometheus reporter on and scraped every second (METRICS_KEY), or with
+    set), serving paced queries of its store (QUERIES_KEY), with the Prometheus reporter on
+    and scraped every second (METRICS_KEY), or with
     state backups to S3Proxy on (BACKUPS_KEY); their cost is the ratio to the same round's
     run without."""
     a, ctx = h.args, h.ctx

@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterable, Sequence
 from millpond.kafka.producer import TrackedProducer
 from millpond.stores.api import StorageEngine
 
+TOUCHED_MAX = 200_000  # keys written between two commits that committed reads follow
+
 
 class LoggedStore:
     """A BytesStore that writes through to ``inner`` (WAL off) and to ``topic[partition]``."""
@@ -35,6 +37,11 @@ class LoggedStore:
         self.unflushed = False  # written since the engine's last flush (not yet durable)
         self.writes = 0  # changelog records sent (plain counters, read by metrics)
         self.bytes = 0  # their key + value bytes
+        # keys written to the engine since the last commit, when committed reads are on
+        # (millpond.query): they alone may differ from the commit's snapshot. Past
+        # TOUCHED_MAX keys it stops (overflowed): committed reads wait for the next commit.
+        self.touched: set[bytes] | None = None
+        self.overflowed = False
         self._engine_write = inner.write_batch
         # Reads pass through unchanged.
         self.get = inner.get
@@ -63,6 +70,10 @@ class LoggedStore:
         self._mark()
         self.unflushed = True
         self._engine_write(items, True)  # disable_wal: see the module docstring
+        if self.touched is not None:
+            self.touched.update(key for key, _ in items)
+            if len(self.touched) > TOUCHED_MAX:
+                self.touched, self.overflowed = None, True
         send, topic, part = self.producer.send, self.topic, self.partition
         size = 0
         for key, value in items:

@@ -55,6 +55,7 @@ class JobConfig:
     dlq_stream: StreamRef | None = None
     partitioner: str = DEFAULT_PARTITIONER  # key -> input partition, see millpond.partitioner
     query_address: tuple[str, int] | None = None  # job.query.address: (host, port), or off
+    query_token: str | None = None  # job.query.token: the endpoint's bearer token, or none
 
 
 def parse_job(props: Properties) -> JobConfig:
@@ -92,6 +93,7 @@ def parse_job(props: Properties) -> JobConfig:
         dlq_stream=get_stream(props, "task.dlq.stream", DEFAULT_SYSTEM),
         partitioner=_partitioner(props),
         query_address=_address(props, "job.query.address"),
+        query_token=props.get("job.query.token", "").strip() or None,
     )
 
 

@@ -162,8 +162,14 @@ KEYS: tuple[Key, ...] = (
         "holds and, forwarded, any other process's (off when unset; port `0` picks a free "
         "port, logged). Other processes reach it at this address (a wildcard host at the "
         "process's address as the broker sees it). Listen on loopback unless the "
-        "network is trusted: it has no authentication yet. See [Queries]"
+        "network is trusted, and set `job.query.token` beyond it. See [Queries]"
         "(../operations/queries.md).", "job"),
+    Key("job.query.token", "string", "A bearer token the query endpoint requires: every "
+        "request (but the page at `/`, which carries no data) carries `Authorization: "
+        "Bearer <token>` or is answered 401; processes send it to each other when they forward, and `millpond query` sends "
+        "it. Every process of the job sets the same one. Keep it out of the file with "
+        "`job.query.token=${MILLPOND_QUERY_TOKEN}` (read from the environment). Off when "
+        "unset. See [Queries](../operations/queries.md#security).", "job"),
     # -- stores ------------------------------------------------------------------------------
     Key(_S + "factory", "choice", "The engine: `rocksdb`, `inmemory`, or Samza's factory "
         "class names (`...RocksDbKeyValueStorageEngineFactory`, "

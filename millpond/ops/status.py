@@ -12,6 +12,7 @@ rows are ``changelog describe``'s (:func:`millpond.tasks.describe.describe`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -170,6 +171,12 @@ def status(job: Job) -> tuple[GroupInfo, list[PartitionStatus]]:
     return group, out
 
 
+def to_json(group: GroupInfo, rows: list[PartitionStatus]) -> dict[str, Any]:
+    """``millpond status --format json``'s object (also the job's page's Kafka view)."""
+    return {"group": group.group, "group_state": group.state, "members": group.members,
+            "partitions": [r.to_json() for r in rows]}
+
+
 def format_table(group: GroupInfo, rows: list[PartitionStatus]) -> list[str]:
     """``millpond status``'s table: a header line about the group, one line per partition."""
     lines = [f"group {group.group}: {group.state}, {group.members} member(s)",
@@ -211,3 +218,13 @@ def _offsets(offsets: dict[str, Any]) -> str:
     if len(offsets) == 1:
         return _dash(next(iter(offsets.values())))
     return ",".join(f"{t}={_dash(o)}" for t, o in sorted(offsets.items()))
+
+
+def view_of(job: Job) -> Callable[[], dict[str, Any]]:
+    """A function giving ``millpond status --format json``'s object for ``job`` (the query
+    endpoint's page asks it; the container takes it from the CLI, as tasks sit below ops)."""
+
+    def view() -> dict[str, Any]:
+        return to_json(*status(job))
+
+    return view

@@ -6,16 +6,24 @@ on the run loop's thread in :meth:`Mailbox.serve`, which the loop calls once per
 or closes meanwhile). The loop pays one empty-deque check per iteration when nobody asks.
 A query waits at most ``timeout_s`` for the loop (busy in a long commit, a rebalance or an
 outage); then it is answered 503 and dropped if the loop comes to it later.
+
+Queries cannot stall processing: one iteration answers at most ``max_queries`` of them and
+stops taking more once it has spent ``budget_s`` on them (it always answers one, so a query
+waits at most for those ahead of it); the rest wait for the next iteration, in order.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
+from collections.abc import Callable
 
 from millpond.query.reads import Answer, Directory, Query, answer
 
 DEFAULT_TIMEOUT_S = 5.0
+MAX_QUERIES = 64  # queries answered per run loop iteration at most
+BUDGET_S = 0.05  # time one iteration spends on queries before leaving the rest for the next
 
 
 class _Pending:
@@ -31,8 +39,13 @@ class _Pending:
 class Mailbox:
     """Queries waiting for the run loop."""
 
-    def __init__(self, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+    def __init__(self, timeout_s: float = DEFAULT_TIMEOUT_S, max_queries: int = MAX_QUERIES,
+                 budget_s: float = BUDGET_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.timeout_s = timeout_s
+        self.max_queries = max_queries
+        self.budget_s = budget_s
+        self._clock = clock
         self._queue: deque[_Pending] = deque()
         self._lock = threading.Lock()  # orders ask() against state changes
         self._state = "the job is starting (waiting for Kafka, checking its topics)"
@@ -59,13 +72,20 @@ class Mailbox:
         with self._lock:
             self._serving = True
 
+    @property
+    def waiting(self) -> int:
+        """How many queries wait for the run loop (abandoned ones included)."""
+        return len(self._queue)
+
     def serve(self, directory: Directory) -> int:
-        """Answer every waiting query from ``directory``; how many were answered."""
+        """Answer the waiting queries from ``directory``, oldest first, within this
+        iteration's budget (``max_queries``, ``budget_s``); how many were answered."""
         queue = self._queue
         if not queue:
             return 0
         n = 0
-        while queue:
+        until = self._clock() + self.budget_s
+        while queue and n < self.max_queries and (n == 0 or self._clock() < until):
             pending = queue.popleft()
             if pending.abandoned:
                 continue

@@ -13,6 +13,11 @@ own key unless the task writes keys of another type that serialize alike (a ``st
 the ``uuid`` serde, which decodes a ``UUID``): such a key's unwritten value is not seen by a
 get until it is written down (at the next commit at the latest); scans see it.
 
+A committed query (``committed=True``) sees the store as of the task's last commit instead:
+nothing of the object cache, and the engine with each key written to it since the commit
+(cache evictions of the open transaction) read from the snapshot the commit took. Only a
+RocksDB store with a changelog has one.
+
 Scans (range, prefix) return at most ``limit`` entries in key order (the order of the
 serialized keys, as every store scan) and a continuation token: the serialized key of the
 first entry not returned, so the next page starts exactly there and a sequence of pages
@@ -24,8 +29,8 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Collection, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
 from millpond.query.render import plain
@@ -50,6 +55,23 @@ class Overlay(Protocol):
         ...
 
 
+class PointReader(Protocol):
+    """Point reads of a store as it was (a snapshot)."""
+
+    def get(self, key: bytes) -> bytes | None:
+        """The value ``key`` had, or None."""
+        ...
+
+
+@dataclass(frozen=True)
+class Committed:
+    """A store as of its task's last commit: a snapshot taken then, and the keys written to
+    the engine since (the only ones whose value may differ from the engine's now)."""
+
+    snapshot: PointReader
+    touched: Collection[bytes] | None  # None: too many to follow until the next commit
+
+
 @dataclass(frozen=True)
 class StoreView:
     """One store of one open task, as a query reads it."""
@@ -58,6 +80,7 @@ class StoreView:
     msg_serde: Serde[Any]
     engine: BytesStore  # the written-down state
     cache: Overlay | None = None  # the object cache, if the store has one
+    committed: Committed | None = None  # the last commit's state, if the store keeps it
 
 
 @dataclass(frozen=True)
@@ -101,6 +124,7 @@ class Query:
     prefix: bytes | None = None  # prefix
     limit: int = 100
     tokens: bool = False  # scans: each entry's serialized key as a token (for merging)
+    committed: bool = False  # what the last commit holds, not what the task has processed
 
 
 @dataclass(frozen=True)
@@ -142,6 +166,20 @@ def answer(query: Query, directory: Directory) -> Answer:
         return Answer(404, {"error": f"store {query.store!r} is not open in this task",
                             "stores": sorted(where.stores)})
     head = {"store": query.store, "partition": query.partition}
+    if query.committed:
+        if view.committed is None:
+            return Answer(400, {"error": f"store {query.store!r} keeps no committed state "
+                                         "to read (a RocksDB store with a changelog does)"})
+        if view.committed.touched is None:
+            return Answer(503, {"error": f"store {query.store!r} has had too many keys "
+                                         "written since the task's last commit to read "
+                                         "what it committed; try again after its next "
+                                         "commit", "store": query.store,
+                                "partition": query.partition})
+        view = replace(view, cache=None)
+        head["committed"] = True
+    elif view.committed is not None:
+        view = replace(view, committed=None)  # what the task processed: cache over engine
     if query.kind == "get":
         found, missing = _get(view, query.keys)
         return Answer(200, {**head, "entries": found, "missing": missing})
@@ -157,6 +195,9 @@ def _get(view: StoreView, keys: tuple[bytes, ...]) -> tuple[list[dict[str, Any]]
     for kb in keys:
         key = kdec(kb)
         value: Any = NOT_CACHED
+        if view.committed is not None:
+            data = view.committed.snapshot.get(kb)
+            value = None if data is None else vdec(data)
         if view.cache is not None:
             try:
                 value = view.cache.peek(key)
@@ -207,7 +248,13 @@ def _scan(view: StoreView, query: Query) -> tuple[list[dict[str, Any]], bytes | 
 
 
 def _overlay(view: StoreView, start: bytes, end: bytes | None) -> list[tuple[bytes, Any]]:
-    """The cache's dirty entries within [start, end), by serialized key."""
+    """The cache's dirty entries within [start, end), by serialized key (committed: the
+    snapshot's entries of the keys written since the commit, None for those it lacks)."""
+    if view.committed is not None:
+        snapshot, vdec = view.committed.snapshot, view.msg_serde.from_bytes
+        return sorted((kb, None if (data := snapshot.get(kb)) is None else vdec(data))
+                      for kb in view.committed.touched or ()
+                      if kb >= start and (end is None or kb < end))
     if view.cache is None:
         return []
     kenc = view.key_serde.to_bytes

@@ -102,6 +102,7 @@ class Router:
         self.partitioner = partitioner
         self.self_url = self_url
         self.timeout_s = timeout_s
+        self.token: str | None = None  # job.query.token, sent with every forward
         self.partitions: int | None = None  # the task count, once the job has checked topics
 
     def partition(self, key: bytes) -> int:
@@ -113,7 +114,10 @@ class Router:
     def forward(self, url: str, path: str) -> tuple[Answer, str]:
         """``GET url+path`` at another process: its answer and who answered; a failed
         call is a 503 naming the endpoint."""
-        request = urllib.request.Request(url + path, headers={FORWARDED: "1"})
+        headers = {FORWARDED: "1"}
+        if self.token:  # every process of the job has the same token
+            headers["Authorization"] = f"Bearer {self.token}"
+        request = urllib.request.Request(url + path, headers=headers)
         try:
             with urllib.request.urlopen(request, timeout=self.timeout_s) as resp:
                 return Answer(resp.status, json.loads(resp.read())), \

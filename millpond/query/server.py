@@ -15,12 +15,19 @@ asks every partition and merges the pages in key order under one limit and one t
 partition held by another process is forwarded there (:mod:`millpond.query.routing`), and
 the ``Millpond-Served-By`` header names the endpoint(s) that answered.
 
+Every query takes ``committed=1``: the store as of its task's last commit rather than what
+the task has processed (:mod:`millpond.query.reads`).
+
 A scan takes ``limit`` (default 100, at most 10,000) and answers ``next``: null at the end,
 else a token that ``&next=<token>`` turns into the following page. A key is read by the
 store's key serde (:mod:`millpond.query.render`). Status codes: 400 for a malformed
-request, 404 for an unknown store (naming the stores) or path, 503 when the partition's task
+request, 401 without the endpoint's token when it has one (``job.query.token``: every
+request but the page at ``/`` carries ``Authorization: Bearer <token>``), 404 for an unknown store (naming the stores) or path, 503 when the partition's task
 is not open in this process (not assigned here, or still restoring: with the restore's
-progress) or the job is starting or stopping.
+progress) or the job is starting or stopping, or when the endpoint already serves
+``MAX_REQUESTS`` connections (answered at once, without a thread).
+
+The job's page (``/``) and its ``/status`` are :mod:`millpond.query.page`'s.
 
 The threads parse and render only; each query is answered on the run loop's thread
 (:mod:`millpond.query.mailbox`).
@@ -28,9 +35,12 @@ The threads parse and render only; each query is answered on the run loop's thre
 
 from __future__ import annotations
 
+import hmac
 import json
 import logging
+import socket
 import threading
+import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -39,6 +49,7 @@ from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
 
 from millpond.query.errors import QueryError
 from millpond.query.mailbox import Mailbox
+from millpond.query.page import Reply, StatusPage
 from millpond.query.reads import Answer, Query, token, untoken
 from millpond.query.render import BadKey, parse_key
 from millpond.query.routing import FORWARDED, SERVED_BY, Router, advertised_url, not_assigned
@@ -50,6 +61,12 @@ DEFAULT_LIMIT = 100
 MAX_LIMIT = 10_000
 MAX_KEYS = 1_000
 FAN_OUT_THREADS = 16  # per request without a partition: partitions asked side by side
+MAX_REQUESTS = 32  # requests served at once (a thread each); above it: 503 at once
+PUBLIC = frozenset({"/"})  # served without the token (and /static/...): no data in them
+IDLE_TIMEOUT_S = 10.0  # a connection silent this long (mid-request or kept alive) is closed
+BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+        b"Retry-After: 1\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s")
+STOP_JOIN_S = 5.0  # stop() waits at most this long for the connections' threads to end
 
 Serdes = Mapping[str, tuple[Serde[Any], Serde[Any]]]
 
@@ -76,6 +93,7 @@ def parse_request(path: str, serdes: Serdes) -> Query | Answer:
     partition = int(partition_text)
     key_serde = serdes[store][0]
     try:
+        committed = _flag(params, "committed")
         if op in ("get", "get-many"):
             texts = params.get("key", [])
             if not texts or (op == "get" and len(texts) > 1):
@@ -83,7 +101,7 @@ def parse_request(path: str, serdes: Serdes) -> Query | Answer:
             if len(texts) > MAX_KEYS:
                 raise BadRequest(f"at most {MAX_KEYS} keys per request")
             keys = tuple(parse_key(key_serde, t) for t in texts)
-            return Query(store, partition, "get", keys=keys)
+            return Query(store, partition, "get", keys=keys, committed=committed)
         limit = _limit(params)
         after = _one(params, "next")
         tokens = _one(params, "tokens") == "1"
@@ -97,7 +115,7 @@ def parse_request(path: str, serdes: Serdes) -> Query | Answer:
                     raise BadRequest("the continuation token is not from this range")
                 start = resume
             return Query(store, partition, "range", start=start, end=end, limit=limit,
-                         tokens=tokens)
+                         tokens=tokens, committed=committed)
         if op == "prefix":
             text = _one(params, "prefix")
             if text is None:
@@ -109,7 +127,7 @@ def parse_request(path: str, serdes: Serdes) -> Query | Answer:
                 if not start.startswith(prefix):
                     raise BadRequest("the continuation token is not from this prefix")
             return Query(store, partition, "prefix", start=start, prefix=prefix, limit=limit,
-                         tokens=tokens)
+                         tokens=tokens, committed=committed)
     except (BadRequest, BadKey, ValueError) as exc:
         return Answer(400, {"error": str(exc)})
     return Answer(404, {"error": f"no such query {op!r}; get, get-many, range or prefix"})
@@ -122,6 +140,13 @@ def _one(params: dict[str, list[str]], name: str) -> str | None:
     if len(values) > 1:
         raise BadRequest(f"{name} given {len(values)} times")
     return values[0]
+
+
+def _flag(params: dict[str, list[str]], name: str) -> bool:
+    text = _one(params, name)
+    if text not in (None, "0", "1", "true", "false"):
+        raise BadRequest(f"{name} is 1 or 0 (true or false), got {text!r}")
+    return text in ("1", "true")
 
 
 def _limit(params: dict[str, list[str]]) -> int:
@@ -138,7 +163,7 @@ def single(answer: Answer) -> Answer:
     body = answer.body
     if answer.status != 200:
         return answer
-    head = {"store": body["store"], "partition": body["partition"]}
+    head: dict[str, Any] = {k: body[k] for k in ("store", "partition", "committed") if k in body}
     if body["entries"]:
         entry = body["entries"][0]
         return Answer(200, {**head, "key": entry["key"], "value": entry["value"],
@@ -146,23 +171,79 @@ def single(answer: Answer) -> Answer:
     return Answer(200, {**head, "key": body["missing"][0], "value": None, "found": False})
 
 
+class BoundedServer(ThreadingHTTPServer):
+    """A ``ThreadingHTTPServer`` with at most ``max_requests`` connections served at once:
+    one more is answered 503 on the accepting thread (a few bytes, at once) and closed,
+    instead of getting a thread of its own."""
+
+    daemon_threads = True
+    block_on_close = False
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler],
+                 max_requests: int) -> None:
+        super().__init__(address, handler)
+        self.max_requests = max_requests
+        self._slots = threading.BoundedSemaphore(max_requests)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """Serve ``request`` in a thread if a slot is free, else answer it 503 now."""
+        if not self._slots.acquire(blocking=False):
+            self._refuse(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()  # no thread started: it would never give the slot back
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        """Serve the connection, then give its slot back."""
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A connection that failed (the client went away): logged, not printed."""
+        log.debug("query connection from %s failed", client_address, exc_info=True)
+
+    def _refuse(self, request: Any) -> None:
+        body = json.dumps({"error": f"the endpoint is serving {self.max_requests} requests "
+                                    "already; try again"}).encode()
+        try:
+            request.settimeout(0.05)  # bounded: this is the accepting thread
+            request.recv(65536)  # the request, so closing does not reset the connection
+            request.sendall(BUSY % (len(body), body))
+        except OSError:
+            pass
+        self.shutdown_request(request)
+
+
 class QueryServer:
     """The endpoint of one job process: parses on its threads, reads through ``mailbox``,
     and with a ``router`` forwards what another process holds."""
 
     def __init__(self, host: str, port: int, serdes: Serdes, mailbox: Mailbox,
-                 router: Router | None = None) -> None:
+                 router: Router | None = None, token: str | None = None,
+                 max_requests: int = MAX_REQUESTS) -> None:
         self.serdes = serdes
         self.mailbox = mailbox
         self.router = router
+        self.token = token  # job.query.token: the bearer token requests need (see authorized)
+        self.page: StatusPage | None = None  # the job's page and /status (query.page)
         handler = type("Handler", (_Handler,), {"endpoint": self})
         try:
-            self._http = ThreadingHTTPServer((host, port), handler)
+            self._http = BoundedServer((host, port), handler, max_requests)
         except OSError as exc:
             raise QueryError(f"job.query.address: cannot listen on {host}:{port}: "
                              f"{exc.strerror or exc}") from exc
-        self._http.daemon_threads = True
         self._thread: threading.Thread | None = None
+        # Each open connection's socket and thread: stop() ends them before the process
+        # does. A daemon thread still running at interpreter exit is killed (pthread_exit)
+        # wherever it is, and one inside a Rust extension (the murmur2 hash of a routed
+        # get) aborts the whole process: a bounded job serving queries exited -6.
+        self._conns: dict[threading.Thread, socket.socket] = {}
+        self._conns_lock = threading.Lock()
 
     @property
     def address(self) -> tuple[str, int]:
@@ -184,12 +265,45 @@ class QueryServer:
         log.info("query endpoint on http://%s:%d/stores", host, port)
 
     def stop(self) -> None:
-        """Answer waiting queries 503, stop serving and close the socket."""
+        """Answer waiting queries 503, stop serving, close the socket and every open
+        (keep-alive) connection, and wait (at most STOP_JOIN_S) for their threads to end."""
         self.mailbox.close()
         if self._thread is not None:
             self._http.shutdown()
             self._thread.join(5)
         self._http.server_close()
+        with self._conns_lock:
+            conns = list(self._conns.items())
+        for _, conn in conns:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)  # its thread reads EOF and ends
+            except OSError:
+                pass  # already closed by the client
+        deadline = time.monotonic() + STOP_JOIN_S
+        for thread, _ in conns:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+    def opened(self, conn: socket.socket) -> None:
+        """A connection's thread starts serving it."""
+        with self._conns_lock:
+            self._conns[threading.current_thread()] = conn
+
+    def closed(self) -> None:
+        """A connection's thread is done with it."""
+        with self._conns_lock:
+            self._conns.pop(threading.current_thread(), None)
+
+    def authorized(self, path: str, authorization: str | None) -> bool:
+        """Whether a request of ``path`` with this ``Authorization`` header may be answered:
+        without a token every request; with one, the page and its files (:data:`PUBLIC`,
+        ``/static/``: no data), or any other request that carries ``Bearer <token>``
+        (compared in constant time)."""
+        bare = unquote(urlsplit(path).path)
+        if not self.token or bare in PUBLIC or bare.startswith("/static/"):
+            return True
+        scheme, _, given = (authorization or "").partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(
+            given.strip().encode(), self.token.encode())
 
     def handle(self, path: str, forwarded: bool = False) -> tuple[Answer, str]:
         """The answer to a GET of ``path`` and the endpoint(s) that gave it; ``forwarded``
@@ -269,7 +383,8 @@ class QueryServer:
             pages.append(got)
             served += [b for b in by.split(", ") if b not in served]
         entries, after = _merge(pages, parsed.limit)
-        return Answer(200, {"store": store, "entries": entries, "next": after}), \
+        flag = {"committed": True} if parsed.committed else {}
+        return Answer(200, {"store": store, **flag, "entries": entries, "next": after}), \
             ", ".join(served)
 
     def _by_key(self, store: str, op: str, query_string: str) -> tuple[Answer, str]:
@@ -280,7 +395,9 @@ class QueryServer:
         if store not in self.serdes:
             return Answer(404, {"error": f"unknown store {store!r}",
                                 "stores": sorted(self.serdes)}), self.url
-        texts = parse_qs(query_string, keep_blank_values=True).get("key", [])
+        params = parse_qs(query_string, keep_blank_values=True)
+        texts = params.get("key", [])
+        rest = [(k, v) for k, values in params.items() if k != "key" for v in values]
         if not texts or (op == "get" and len(texts) > 1):
             return Answer(400, {"error": f"{op} takes "
                                          f"{'one key' if op == 'get' else 'keys'} (?key=)"}), \
@@ -304,14 +421,15 @@ class QueryServer:
         served: list[str] = []
         for got, by in self._each([
                 f"/stores/{quote(store, safe='')}/{partition}/{op}?"
-                + urlencode([("key", k) for k in keys])
+                + urlencode([("key", k) for k in keys] + rest)
                 for partition, keys in by_partition.items()]):
             if got.status != 200 or op == "get":
                 return got, by
             entries += got.body["entries"]
             missing += got.body["missing"]
+            flag = {"committed": True} if got.body.get("committed") else {}
             served += [b for b in by.split(", ") if b not in served]
-        return Answer(200, {"store": store, "entries": entries, "missing": missing}), \
+        return Answer(200, {"store": store, **flag, "entries": entries, "missing": missing}), \
             ", ".join(served)
 
 
@@ -338,8 +456,27 @@ class _Handler(BaseHTTPRequestHandler):
     endpoint: QueryServer
     protocol_version = "HTTP/1.1"
     server_version = "millpond-query"
+    timeout = IDLE_TIMEOUT_S  # a slow or idle client gives its slot back
+
+    def setup(self) -> None:
+        super().setup()
+        self.endpoint.opened(self.connection)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            self.endpoint.closed()
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        if not self.endpoint.authorized(self.path, self.headers.get("Authorization")):
+            self._unauthorized()
+            return
+        page = self.endpoint.page
+        reply = page.serve(self.path) if page is not None else None
+        if reply is not None:  # the page, its files or /status
+            self._send(reply, self.endpoint.url)
+            return
         try:
             answer, served_by = self.endpoint.handle(
                 self.path, forwarded=self.headers.get(FORWARDED) is not None)
@@ -347,12 +484,26 @@ class _Handler(BaseHTTPRequestHandler):
             log.warning("query %s failed: %s", self.path, exc, exc_info=True)
             answer = Answer(500, {"error": f"{type(exc).__name__}: {exc}"})
             served_by = self.endpoint.url
-        data = json.dumps(answer.body, ensure_ascii=False).encode()
-        self.send_response(answer.status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
+        self._send(Reply(answer.status, "application/json",
+                         json.dumps(answer.body, ensure_ascii=False).encode()), served_by)
+
+    def _send(self, reply: Reply, served_by: str) -> None:
+        self.send_response(reply.status)
+        self.send_header("Content-Type", reply.content_type)
+        self.send_header("Content-Length", str(len(reply.body)))
         self.send_header("Cache-Control", "no-store")
         self.send_header(SERVED_BY, served_by)
+        self.end_headers()
+        self.wfile.write(reply.body)
+
+    def _unauthorized(self) -> None:
+        """401: the request lacks the endpoint's token (job.query.token)."""
+        data = json.dumps({"error": "this endpoint needs its token (job.query.token): "
+                                    "Authorization: Bearer <token>"}).encode()
+        self.send_response(401)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("WWW-Authenticate", 'Bearer realm="millpond"')
         self.end_headers()
         self.wfile.write(data)
 

@@ -139,7 +139,7 @@ def compile_properties(props: Properties) -> Properties:
         key_serde = ("json" if source in app.repartitions
                      else config.stream_serdes(StreamRef("kafka", source))[0])
         # a window's keys are its own (end|start|key): strings ordered by window end
-        stores[name] = ("string" if node.kind in ("window", "window_join")
+        stores[name] = ("string" if node.kind in ("window", "window_join", "versioned_table")
                         else key_serde or "string")
         if node.kind == "process":  # its timers: time-ordered string keys
             stores[timers_store(name)] = "string"

@@ -18,12 +18,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from millpond.streams import aggregations as aggs
-from millpond.streams import windows
+from millpond.streams import asof, windows
 from millpond.streams.aggregations import Aggregation
 from millpond.streams.errors import DataflowError
 from millpond.streams.windows import WindowedStream
 
-STATEFUL = ("stateful_map", "aggregate", "process", "window", "table", "window_join")
+STATEFUL = ("stateful_map", "aggregate", "process", "window", "table", "window_join",
+            "versioned_table")
 
 
 @dataclass(eq=False)
@@ -32,6 +33,7 @@ class Node:
 
     kind: str  # source, map, map_kv (map with the key), filter, flat_map, peek, stateful_map, aggregate, process,
     #            window, table (a topic kept in a store), join (a lookup in a table),
+    #            versioned_table (a topic's values by time), join_asof (a lookup in one),
     #            window_join (its left side; "window_join_right": its right side), key_by,
     #            branch, route (a branch's output), merge, to
     label: str  # how errors name it: "map #2 of page-views" or the stateful operator's name
@@ -68,6 +70,17 @@ class App:
         Task N holds the keys of partition N, so the streams joined with it must be keyed
         and partitioned like ``topic`` (millpond checks the partition counts are equal)."""
         node = self.source(topic)._add("table", name=name)._node
+        return Table(name, node, topic)
+
+    def versioned_table(self, topic: str, name: str, retention_ms: int, *,
+                        timestamp: Callable[[Any], int] | None = None) -> Table:
+        """``topic``'s values per key by time (each record a version at its timestamp, or
+        ``timestamp(value)``; a null value deletes from its time on), kept in store ``name``
+        for ``retention_ms`` of the table's stream time, for :meth:`Stream.join_asof`.
+        Partitioned as :meth:`table`. A version older than the history kept is late
+        (counted, dropped)."""
+        spec = asof.versioned(name, retention_ms, timestamp)
+        node = self.source(topic)._add("versioned_table", spec, name=name)._node
         return Table(name, node, topic)
 
     def _label(self, kind: str, topic: str) -> str:
@@ -253,6 +266,26 @@ class Stream:
             raise DataflowError(f"join: how={how!r}; it is 'inner' or 'left'")
         return self._add("join", (table.name, fn, how == "left"))
 
+    def join_asof(self, table: Table, fn: Callable[[Any, Any], Any], *, how: str = "inner",
+                  timestamp: Callable[[Any], int] | None = None) -> Stream:
+        """Each record joined with ``table``'s (an :meth:`App.versioned_table`) value for its
+        key as of the record's time (its timestamp, or ``timestamp(value)``): the latest
+        version at or before it, ``fn(value, table_value)``. ``how="inner"`` drops records
+        with none (no version yet, a deletion, or a time before the table's kept history),
+        ``"left"`` calls ``fn(value, None)``. As with :meth:`join`, the table holds the
+        versions its task has read before the record."""
+        if not isinstance(table, Table) or table.node.kind != "versioned_table":
+            raise DataflowError("join_asof: the first argument must be a versioned table "
+                                "(app.versioned_table(topic, name, retention_ms))")
+        if how not in ("inner", "left"):
+            raise DataflowError(f"join_asof: how={how!r}; it is 'inner' or 'left'")
+        if not callable(fn) or (timestamp is not None and not callable(timestamp)):
+            raise DataflowError("join_asof: fn (of value, table value) and timestamp (of "
+                                "value) must be functions")
+        spec: asof.VersionedSpec = table.node.fn
+        return self._add("join_asof", (table.name, fn, how == "left", timestamp,
+                                       spec.retention))
+
     def window_join(self, name: str, other: Stream, within_ms: int,
                     fn: Callable[[Any, Any], Any], *, how: str = "inner", grace_ms: int = 0,
                     timestamp: Callable[[Any], int] | None = None,
@@ -265,10 +298,35 @@ class Stream:
         ``fn(None, right)`` for such right records too. Both sides wait in store ``name``;
         records that come after their window expired are late (counted, dropped or sent to
         ``late_to``). The streams must be keyed and partitioned alike."""
+        self._check_other("window_join", name, other)
+        return self._two_sided(name, other, windows.window_join(
+            within_ms, grace_ms, fn, how, timestamp, self._late(late_to)))
+
+    def interval_join(self, name: str, other: Stream, lower_ms: int, upper_ms: int,
+                      fn: Callable[[Any, Any], Any], *, how: str = "inner", grace_ms: int = 0,
+                      timestamp: Callable[[Any], int] | None = None,
+                      late_to: str | None = None) -> Stream:
+        """Flink's interval join: a record of this stream (left) at time ``t`` joins
+        ``other``'s (right) records of the same key at times in
+        ``[t + lower_ms, t + upper_ms]`` (both ends included; either may be negative,
+        ``lower_ms <= upper_ms``): ``fn(left, right)`` for each pair, once, when the second of
+        the two comes (its timestamp: the later one's). ``window_join(within)`` is
+        ``interval_join(-within, within)``; ``how``, ``grace_ms``, ``timestamp`` and
+        ``late_to`` are as there: a left record waits until the right side's stream time
+        passes ``t + upper_ms + grace_ms``, a right record at ``t`` until the left side's
+        passes ``t - lower_ms + grace_ms``, and unmatched ones then go out for left and
+        outer joins."""
+        self._check_other("interval_join", name, other)
+        return self._two_sided(name, other, windows.interval_join(
+            name, lower_ms, upper_ms, grace_ms, fn, how, timestamp, self._late(late_to)))
+
+    def _check_other(self, op: str, name: str, other: Any) -> None:
         if not isinstance(other, Stream) or other._app is not self._app:
-            raise DataflowError(f"window_join {name!r}: other must be a stream of the same App")
-        spec = windows.window_join(within_ms, grace_ms, fn, how, timestamp,
-                                   self._late(late_to))
+            raise DataflowError(f"{op} {name!r}: other must be a stream of the same App")
+
+    def _two_sided(self, name: str, other: Stream, spec: windows.JoinSpec) -> Stream:
+        """The join operator ``name``: this stream feeds its left side, ``other`` its right,
+        one store, and both sides feed what follows."""
         out = self._add("window_join", spec, name)
         right = Node("window_join_right", f"{name} (right side)", fn=spec, name=name)
         right.children = out._node.children  # both sides feed what follows the join
@@ -303,6 +361,20 @@ class Stream:
         ``size_ms / step_ms`` of them), otherwise as :meth:`tumbling_window`."""
         return windows.hopping(self, size_ms, step_ms, grace_ms, timestamp,
                                self._late(late_to), idle_close_ms)
+
+    def sliding_window(self, size_ms: int, *, grace_ms: int = 0,
+                       timestamp: Callable[[Any], int] | None = None,
+                       late_to: str | None = None) -> WindowedStream:
+        """Sliding windows per key (Kafka Streams' ``SlidingWindows``' windows that end at a
+        record): each distinct time ``t`` of a key's records defines the window
+        ``[t - size_ms, t]``, both ends included, of the key's records at those times, so
+        every set of records within ``size_ms`` of the latest one gets one result. It closes
+        when stream time passes ``t + grace_ms``; ``final()`` then sends its result
+        (timestamped ``t``), ``current()`` sends it after each record it takes. A record
+        whose own window has closed is late (it updates no window). Results are
+        ``{"start": max(0, t - size_ms), "end": t, "value": ...}``. The key's records wait
+        in the store until stream time passes ``t + size_ms + grace_ms``."""
+        return windows.sliding(self, size_ms, grace_ms, timestamp, self._late(late_to))
 
     def session_window(self, gap_ms: int, *, grace_ms: int = 0,
                        timestamp: Callable[[Any], int] | None = None,

@@ -45,7 +45,15 @@ def _what(node: Node, config: Config | None) -> str:
                     else f"of {spec.size} ms{hop}")
             kind = (f"{spec.kind} window {size}, grace {spec.grace} ms, "
                     f"{spec.mode or 'no emit mode'}:")
+        elif kind == "versioned_table":
+            kind = f"versioned table, retention {node.fn.retention} ms:"
+        elif kind == "window_join" and node.fn.kind == "interval":
+            spec = node.fn
+            kind = (f"{spec.how} interval join [t{spec.lower:+d}, t{spec.upper:+d}] ms, "
+                    f"grace {spec.grace} ms:")
         return f"{kind} {node.label} (store {node.label}{changelog}{timers})"
+    if node.kind == "join_asof":
+        return f"{node.label}: as of its time in versioned table {node.fn[0]}"
     return node.label
 
 

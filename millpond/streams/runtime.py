@@ -22,11 +22,18 @@ from millpond.api import (
     TaskContext,
     TaskCoordinator,
 )
+from millpond.streams import asof
 from millpond.streams.aggregations import Aggregation
 from millpond.streams.dataflow import App, Node
 from millpond.streams.errors import OperatorError, TimerError
 from millpond.streams.timers import EVENT, NEVER, PROCESSING, Timer, Timers, timers_store
-from millpond.streams.window_ops import count_window, session_window, time_window, window_join
+from millpond.streams.window_ops import (
+    count_window,
+    session_window,
+    sliding_window,
+    time_window,
+    window_join,
+)
 
 # step(key, value, timestamp): one record through an operator and everything after it; the
 # timestamp (ms, the input record's) travels with it to outputs and internal topics.
@@ -202,16 +209,12 @@ def _bind(node: Node, env: Env, memo: dict[int, Any]) -> Step:
     elif kind == "join":
         table_name, joiner, left = fn
         table = env.store(table_name)
-
-        def step(key: Any, value: Any, ts: int) -> None:
-            other = table.get(key)
-            if other is None and not left:
-                return
-            try:
-                out = joiner(value, other)
-            except Exception as exc:
-                raise OperatorError(label, exc) from exc
-            emit(key, out, ts)
+        return asof.lookup_join(label, lambda key, value, ts: table.get(key), joiner, left,
+                                emit)
+    elif kind == "versioned_table":
+        return asof.versioned_table(label, fn, env)
+    elif kind == "join_asof":
+        return asof.join_asof(label, fn, env, emit)
     elif kind == "process":
         return _process(node, env, emit)
     elif kind in ("window_join", "window_join_right"):
@@ -221,6 +224,8 @@ def _bind(node: Node, env: Env, memo: dict[int, Any]) -> Step:
             return session_window(node, env, emit)
         if node.fn.kind == "count":
             return count_window(node, env, emit)
+        if node.fn.kind == "sliding":
+            return sliding_window(node, env, emit)
         return time_window(node, env, emit)
     else:  # pragma: no cover - every kind above is the dataflow's
         raise AssertionError(f"unknown operator kind {kind}")

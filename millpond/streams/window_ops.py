@@ -21,18 +21,10 @@ from millpond.streams.windows import (
     parse_window_key,
     spec_of,
 )
+from millpond.streams.windows import time_of as _time_of
 
 Step = Callable[[Any, Any, int], None]
-
-
-def _time_of(label: str, ts_of: Callable[[Any], int] | None, value: Any, ts: int) -> int:
-    try:
-        t = ts if ts_of is None else ts_of(value)
-        if not isinstance(t, int) or not 0 <= t <= MAX_TIME:
-            raise ValueError(f"a record's time must be an int of ms in 0..{MAX_TIME}, got {t!r}")
-    except Exception as exc:
-        raise OperatorError(label, exc) from exc
-    return t
+JOIN_SEQ = "~seq"  # the sequence that tells apart a key's records of one time (joins, sliding)
 
 
 def _idle_ticks(spec: Any, env: Any, clock: dict[str, int], store: Any,
@@ -85,6 +77,25 @@ def _observe(t: int, clock: dict[str, int], store: Any,
     return clock["now"]
 
 
+def _close_ended(label: str, store: Any, cutoff: int, result: Callable[[Any], Any],
+                 emit: Step | None, end_shift: int) -> None:
+    """Delete the windows keyed ``<end>|<start>|<key>`` with ``end <= cutoff`` (one range
+    scan), first sending each one's result with ``emit`` if given, as
+    ``{"start", "end": end - end_shift, "value"}`` timestamped with its last ms (end - 1)."""
+    done = []
+    with store.range("0", f"{cutoff + 1:0{WIDTH}d}") as it:
+        for window, state in it:
+            done.append(window)
+            if emit is not None:
+                end, start, key = parse_window_key(window)
+                try:
+                    out = result(state)
+                except Exception as exc:
+                    raise OperatorError(label, exc) from exc
+                emit(key, {"start": start, "end": end - end_shift, "value": out}, end - 1)
+    store.delete_all(done)
+
+
 def time_window(node: Node, env: Any, emit: Step) -> Step:
     """A tumbling or hopping window operator: each record updates its key's windows that are still open, then
     the windows whose end plus grace stream time has reached are closed (one range scan)."""
@@ -115,18 +126,7 @@ def time_window(node: Node, env: Any, emit: Step) -> Step:
 
     def close() -> None:
         cutoff = clock["now"] - grace  # windows that end at or before it are closed
-        done = []
-        with store.range("0", f"{cutoff + 1:0{WIDTH}d}") as it:
-            for window, state in it:
-                done.append(window)
-                if final:
-                    end, start, key = parse_window_key(window)
-                    try:
-                        out = result(state)
-                    except Exception as exc:
-                        raise OperatorError(label, exc) from exc
-                    emit(key, {"start": start, "end": end, "value": out}, end - 1)
-        store.delete_all(done)
+        _close_ended(label, store, cutoff, result, emit if final else None, 0)
         # The next window end that can exist (ends are size + a multiple of step): a lower
         # bound, no second scan; a close at a bound with no window there finds nothing.
         offset = size % step_ms
@@ -293,6 +293,107 @@ def session_window(node: Node, env: Any, emit: Step) -> Step:
     return step
 
 
+def sliding_window(node: Node, env: Any, emit: Step) -> Step:
+    """A sliding window operator. Each distinct time ``t`` of a key's records defines its
+    window ``[t - size, t]`` (both ends included), holding the key's records at those
+    times; it closes when stream time passes ``t + grace``. A record at ``r`` updates its
+    key's windows ending in ``[r, r + size]`` and creates its own from the key's records.
+
+    Store layout: window ``[t - size, t]`` is ``<t + 1>|<max(0, t - size)>|<key>`` (its
+    state: the aggregation's; ordered by when it closes, as the other windows), the key's
+    records ``r|<key>|<time>|<seq>`` (a new window folds them) with the expiry index
+    ``x|<time>|<seq>``. A record is dropped from the store once stream time passes
+    ``time + size + grace`` (no open window can take it then), so closed windows and
+    expired records leave nothing behind."""
+    label = node.label
+    spec = spec_of(node)
+    agg = spec.aggregation
+    assert agg is not None
+    init, add, result = agg.init, agg.add, agg.result
+    size, grace, ts_of = spec.size, spec.grace, spec.timestamp
+    final, late_to, send = spec.mode == "final", spec.late_to, env.send
+    store = env.store(label)
+    dumps = orjson.dumps
+    clock = {"now": -1, "next": 0, "kept": 0, "seq": 0}
+
+    def first_kept() -> int:
+        with store.range("x|", "x}") as it:
+            for expiry, _ in it:
+                return int(expiry[2:2 + WIDTH])
+        return MAX_TIME + 1
+
+    def reload() -> None:
+        clock.update(now=store.get(STREAM_TIME) or -1, next=first_end(store),
+                     kept=first_kept(), seq=store.get(JOIN_SEQ) or 0)
+
+    reload()
+    env.clock.reloads.append(reload)
+
+    def fold(state: Any, value: Any) -> Any:
+        try:
+            return add(init() if state is None else state, value)
+        except Exception as exc:
+            raise OperatorError(label, exc) from exc
+
+    def out(state: Any) -> Any:
+        try:
+            return result(state)
+        except Exception as exc:
+            raise OperatorError(label, exc) from exc
+
+    def close() -> None:
+        cutoff = clock["now"] - grace  # windows whose t + 1 is at or before it are closed
+        _close_ended(label, store, cutoff, result, emit if final else None, 1)
+        clock["next"] = first_end(store)
+        cut = cutoff - size  # records before it are in no open window
+        if clock["kept"] < cut:
+            with store.range("x|", f"x|{cut:0{WIDTH}d}") as it:
+                rows = list(it)
+            store.delete_all([k for expiry, json_key in rows
+                              for k in (expiry, f"r|{json_key}|{expiry[2:]}")])
+            clock["kept"] = first_kept()
+
+    def step(key: Any, value: Any, ts: int) -> None:
+        t = _time_of(label, ts_of, value, ts)
+        now = _observe(t, clock, store, None)
+        if t + grace < now:  # its own window has closed
+            env.late(label)
+            if late_to is not None:
+                send(late_to, key, value, ts)
+        else:
+            json_key = dumps(key).decode()
+            clock["seq"] += 1
+            store.put(JOIN_SEQ, clock["seq"])
+            stamp = f"{t:0{WIDTH}d}|{clock['seq']:0{WIDTH}d}"
+            store.put(f"r|{json_key}|{stamp}", value)
+            store.put(f"x|{stamp}", json_key)
+            clock["kept"] = min(clock["kept"], t)
+            lo, hi = max(0, t - size), min(MAX_TIME - 1, t + size)
+            with store.range(f"r|{json_key}|{lo:0{WIDTH}d}",
+                             f"r|{json_key}|{hi:0{WIDTH}d}|~") as it:
+                kept = [(int(k.rsplit("|", 2)[1]), v) for k, v in it]
+            ends = sorted({at for at, _ in kept if at >= t})
+            for end in ends:  # the windows the record falls in, its own first
+                window = f"{end + 1:0{WIDTH}d}|{max(0, end - size):0{WIDTH}d}|{json_key}"
+                state = store.get(window)
+                if state is None and end == t:  # a new window: fold the records in it
+                    for at, held in kept:
+                        if at <= t:
+                            state = fold(state, held)
+                elif state is not None:
+                    state = fold(state, value)
+                else:
+                    continue  # (cannot be: a window ending at or after t is open)
+                store.put(window, state)
+                if not final:
+                    emit(key, {"start": max(0, end - size), "end": end, "value": out(state)},
+                         ts)
+            clock["next"] = min(clock["next"], t + 1)
+        if clock["next"] <= now - grace or clock["kept"] < now - grace - size:
+            close()
+    return step
+
+
 def count_window(node: Node, env: Any, emit: Step) -> Step:
     """A count window operator: per key (its store key: the key as JSON), the index of its
     next record and its open windows ``[first index, first timestamp, state]``; a window
@@ -363,22 +464,23 @@ class _JoinState:
         return MAX_TIME + 1
 
 
-JOIN_SEQ = "~seq"
-
 
 def window_join(node: Node, env: Any, emit: Step, shared: dict[int, Any]) -> Step:
-    """One side of a window join (``node.kind``: ``window_join`` is the left side,
-    ``window_join_right`` the right). Each record waits in the store under
+    """One side of a window or interval join (``node.kind``: ``window_join`` is the left
+    side, ``window_join_right`` the right). Each record waits in the store under
     ``<key as JSON>|<L or R>|<time>|<seq>`` (``{"v": value, "m": matched}``), indexed for
-    expiry by ``x|<side>|<time>|<seq>``; a record joins the other side's records of its key
-    within ``within`` of its time (one range scan).
+    expiry by ``x|<side>|<time>|<seq>``. A record of a side at ``t`` joins the other side's
+    records of its key at times in ``[t + lo, t + hi]`` (one range scan), where
+    ``(lo, hi)`` is ``(lower, upper)`` for the left side and ``(-upper, -lower)`` for the
+    right (a window join within ``w``: ``(-w, w)`` for both).
 
     Each side has its own stream time, so the result does not depend on how the two inputs
-    interleave (as long as each is out of order by at most ``grace``): a side's records
-    expire (sent unmatched for left and outer joins) when the *other* side's stream time
-    passes their time + within + grace, as no record still to come from it can match them;
-    a record more than ``grace`` behind its own side's stream time is late (its partners may
-    have expired)."""
+    interleave (as long as each is out of order by at most ``grace``): records still to come
+    from this side are at ``now - grace`` or later, so they reach the other side's records at
+    ``now - grace + lo`` or later; the other side's earlier records expire (sent unmatched for
+    left and outer joins). Likewise a record is kept only while ``t + hi + grace`` has not
+    passed the other side's stream time. A record more than ``grace`` behind its own side's
+    stream time is late (its partners may have expired)."""
     spec = node.fn
     name = node.name or node.label
     side, other = ("L", "R") if node.kind == "window_join" else ("R", "L")
@@ -386,7 +488,8 @@ def window_join(node: Node, env: Any, emit: Step, shared: dict[int, Any]) -> Ste
     if state is None:
         state = shared[id(spec)] = _JoinState(env.store(name))
         env.clock.reloads.append(state.reload)
-    store, within, grace, fn, ts_of = state.store, spec.within, spec.grace, spec.fn, spec.timestamp
+    store, grace, fn, ts_of = state.store, spec.grace, spec.fn, spec.timestamp
+    lo_off, hi_off = spec.reach(side)
     unmatched_sent = spec.how in ("left", "outer") if other == "L" else spec.how == "outer"
     late_to, send = spec.late_to, env.send
     dumps = orjson.dumps
@@ -399,7 +502,7 @@ def window_join(node: Node, env: Any, emit: Step, shared: dict[int, Any]) -> Ste
             raise OperatorError(name, exc) from exc
 
     def expire_other() -> None:
-        cut = now[side] - within - grace  # the other side's records before it cannot match
+        cut = now[side] - grace + lo_off  # the other side's records before it cannot match
         with store.range(f"x|{other}|", f"x|{other}|{cut:0{WIDTH}d}") as it:
             rows = list(it)
         gone = []
@@ -426,17 +529,19 @@ def window_join(node: Node, env: Any, emit: Step, shared: dict[int, Any]) -> Ste
                 send(late_to, key, value, ts)
             return
         json_key = dumps(key).decode()
-        lo, hi = max(0, t - within), t + within + 1
-        with store.range(f"{json_key}|{other}|{lo:0{WIDTH}d}",
-                         f"{json_key}|{other}|{hi:0{WIDTH}d}") as it:
-            matches = list(it)
+        lo, hi = max(0, t + lo_off), min(MAX_TIME, t + hi_off)
+        matches: list[tuple[str, Any]] = []
+        if lo <= hi:  # ("~" sorts after "|<seq>": hi is in the range)
+            with store.range(f"{json_key}|{other}|{lo:0{WIDTH}d}",
+                             f"{json_key}|{other}|{hi:0{WIDTH}d}|~") as it:
+                matches = list(it)
         for record, held in matches:
             t_other = int(record.rsplit("|", 2)[1])
             pair = joined(value, held["v"]) if side == "L" else joined(held["v"], value)
             emit(key, pair, max(t, t_other))
             if not held["m"]:
                 store.put(record, {"v": held["v"], "m": True})
-        if t + within + grace >= now[other]:  # else nothing still to come can match it
+        if t + hi_off + grace >= now[other]:  # else nothing still to come can match it
             state.seq += 1
             store.put(JOIN_SEQ, state.seq)
             stamp = f"{t:0{WIDTH}d}|{state.seq:0{WIDTH}d}"
@@ -446,6 +551,6 @@ def window_join(node: Node, env: Any, emit: Step, shared: dict[int, Any]) -> Ste
         elif not matches and (spec.how == "outer" or (side == "L" and spec.how == "left")):
             pair = joined(value, None) if side == "L" else joined(None, value)
             emit(key, pair, t)
-        if state.next[other] < now[side] - within - grace:
+        if state.next[other] < now[side] - grace + lo_off:
             expire_other()
     return step

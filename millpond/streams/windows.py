@@ -9,7 +9,9 @@ in the same store (``~stream-time``, after every window), so a replay after a cr
 same windows at the same records.
 
 A window closes when stream time reaches ``end + grace``; a record whose windows are all closed
-is late: counted, and dropped or sent to the ``late_to`` topic.
+is late: counted, and dropped or sent to the ``late_to`` topic. Session and sliding windows
+key their windows by the time they close instead (see their operators in
+:mod:`millpond.streams.window_ops`), so closing is the same scan.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import orjson
 
 from millpond.streams import aggregations as aggs
 from millpond.streams.aggregations import Aggregation
-from millpond.streams.errors import DataflowError
+from millpond.streams.errors import DataflowError, OperatorError
 
 if TYPE_CHECKING:
     from millpond.streams.dataflow import Node, Stream
@@ -36,7 +38,7 @@ MAX_TIME = 10**WIDTH - 1
 class WindowSpec:
     """What a window operator does: its windows, aggregation, emit mode and late policy."""
 
-    kind: str  # tumbling, hopping, session (size: the gap), count (size, step: records)
+    kind: str  # tumbling, hopping, sliding, session (size: the gap), count (size, step: records)
     size: int
     step: int
     grace: int
@@ -47,6 +49,18 @@ class WindowSpec:
     idle: int | None = None  # ms of wall clock without a record that move stream time on
     early_records: int | None = None  # final(): also an early result every N records
     early_ms: int | None = None  # final(): also early results of updated windows every T ms
+
+
+def time_of(label: str, ts_of: Callable[[Any], int] | None, value: Any, ts: int) -> int:
+    """A record's event time: ``ts_of(value)``, else its timestamp ``ts``; an error names
+    operator ``label``."""
+    try:
+        t = ts if ts_of is None else ts_of(value)
+        if not isinstance(t, int) or not 0 <= t <= MAX_TIME:
+            raise ValueError(f"a record's time must be an int of ms in 0..{MAX_TIME}, got {t!r}")
+    except Exception as exc:
+        raise OperatorError(label, exc) from exc
+    return t
 
 
 def first_end(store: Any) -> int:
@@ -196,6 +210,14 @@ def session(stream: Stream, gap_ms: int, grace_ms: int,
                                              timestamp, late_to, idle=_idle(idle_close_ms)))
 
 
+def sliding(stream: Stream, size_ms: int, grace_ms: int,
+            timestamp: Callable[[Any], int] | None, late_to: str | None) -> WindowedStream:
+    size = _positive("a sliding window's size", size_ms)
+    return WindowedStream(stream, WindowSpec("sliding", size, size,
+                                             _positive("grace_ms", grace_ms, True),
+                                             timestamp, late_to))
+
+
 def _idle(ms: int | None) -> int | None:
     return None if ms is None else _positive("idle_close_ms", ms)
 
@@ -224,23 +246,57 @@ def hopping(stream: Stream, size_ms: int, step_ms: int, grace_ms: int,
 
 @dataclass(eq=False)
 class JoinSpec:
-    """A windowed stream-stream join: records of the two sides with the same key whose times
-    differ by at most ``within`` are joined by ``fn(left, right)``; each side's records wait
-    in the store for ``within + grace`` of stream time."""
+    """A stream-stream join over an interval (Flink's interval join): a left record at ``t``
+    and a right record of the same key at a time in ``[t + lower, t + upper]`` are joined by
+    ``fn(left, right)``. A window join within ``w`` is the interval ``[-w, +w]``. Each side's
+    records wait in the store until the other side's stream time says nothing still to come
+    can match them (see :func:`millpond.streams.window_ops.window_join`)."""
 
-    within: int
+    lower: int
+    upper: int
     grace: int
     fn: Callable[[Any, Any], Any]
     how: str  # inner, left, outer
     timestamp: Callable[[Any], int] | None
     late_to: str | None
+    kind: str = "window"  # window (window_join) or interval (interval_join): for describe
+
+    def reach(self, side: str) -> tuple[int, int]:
+        """The offsets ``(lo, hi)`` such that a record of ``side`` (``L`` or ``R``) at ``t``
+        matches the other side's records at times in ``[t + lo, t + hi]``."""
+        return (self.lower, self.upper) if side == "L" else (-self.upper, -self.lower)
+
+
+def _check_join(op: str, fn: Callable[[Any, Any], Any], how: str) -> None:
+    if how not in ("inner", "left", "outer"):
+        raise DataflowError(f"{op}: how={how!r}; it is 'inner', 'left' or 'outer'")
+    if not callable(fn):
+        raise DataflowError(f"{op}: fn must be a function of (left, right)")
 
 
 def window_join(within_ms: int, grace_ms: int, fn: Callable[[Any, Any], Any], how: str,
                 timestamp: Callable[[Any], int] | None, late_to: str | None) -> JoinSpec:
-    if how not in ("inner", "left", "outer"):
-        raise DataflowError(f"window_join: how={how!r}; it is 'inner', 'left' or 'outer'")
-    if not callable(fn):
-        raise DataflowError("window_join: fn must be a function of (left, right)")
-    return JoinSpec(_positive("within_ms", within_ms, True),
-                    _positive("grace_ms", grace_ms, True), fn, how, timestamp, late_to)
+    _check_join("window_join", fn, how)
+    within = _positive("within_ms", within_ms, True)
+    return JoinSpec(-within, within, _positive("grace_ms", grace_ms, True), fn, how,
+                    timestamp, late_to)
+
+
+def _offset(what: str, value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or abs(value) > MAX_TIME:
+        raise DataflowError(f"{what} must be an int of milliseconds (negative: before the "
+                            f"left record), got {value!r}")
+    return value
+
+
+def interval_join(name: str, lower_ms: int, upper_ms: int, grace_ms: int,
+                  fn: Callable[[Any, Any], Any], how: str,
+                  timestamp: Callable[[Any], int] | None, late_to: str | None) -> JoinSpec:
+    op = f"interval_join {name!r}"
+    _check_join(op, fn, how)
+    lower, upper = _offset(f"{op}: lower_ms", lower_ms), _offset(f"{op}: upper_ms", upper_ms)
+    if lower > upper:
+        raise DataflowError(f"{op}: lower_ms ({lower}) must not exceed upper_ms ({upper}): "
+                            "the interval [t + lower, t + upper] would be empty")
+    return JoinSpec(lower, upper, _positive(f"{op}: grace_ms", grace_ms, True), fn, how,
+                    timestamp, late_to, kind="interval")

@@ -22,6 +22,7 @@ import logging
 import os
 import signal
 import socket
+from collections.abc import Callable
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +39,7 @@ from millpond.kafka.outage import OutageClock
 from millpond.kafka.reading import FETCH_QUEUE_BACKOFF_MS
 from millpond.metrics import Reporter, parse_reporters, start_reporters
 from millpond.query import Mailbox, QueryServer
+from millpond.query.page import StatusPage
 from millpond.query.routing import Owners, Router, client_id
 from millpond.serdes import serdes_for
 from millpond.sideinputs.runtime import SideInputs
@@ -80,6 +82,7 @@ class Container:
         self, config: Config, *, bounded: bool | None = None,
         listener: RestoreListener | None = None, status_every: float = STATUS_EVERY_S,
         wait_timeout_s: float | None = None,
+        job_status: Callable[[Job], Callable[[], dict[str, Any]]] | None = None,
     ) -> None:
         self.config = config = with_app(config)  # a dataflow app: its task and stores
         job = config.job
@@ -95,6 +98,7 @@ class Container:
                                  "task.inputs=kafka.page-views")
         self.inputs = [ref.topic for ref in job.inputs]
         self.job = Job(config)
+        self._job_status = job_status
         self.faults = self.job.faults
         self.guarantee = self.job.guarantee
         self.client_conf = self.job.client_conf
@@ -122,11 +126,12 @@ class Container:
         self.fences: Fences | None = None
         self.loop: RunLoop | None = None
         self.backups: StateBackups | None = None
-        # Metrics reporters (metrics.reporters): validated now, started by run().
+        # Metrics reporters (metrics.reporters): validated now, started by run(). The
+        # samples also feed the query endpoint's page (/status/process).
         reporting = parse_reporters(config.properties)
         self.metrics = (RuntimeMetrics(job.name, self.tasks, self.inputs,
                                        lambda: self.manager.opener if self.manager else None)
-                        if reporting else None)
+                        if reporting or job.query_address is not None else None)
         self._reporting = reporting
         self.reporters: list[Reporter] = []
         # Live queries (job.query.address): the endpoint listens from run() on and answers
@@ -166,12 +171,19 @@ class Container:
         try:
             if self.queries is not None:
                 host, port = self.config.job.query_address or ("127.0.0.1", 0)
-                self.query_server = QueryServer(host, port, self.store_serdes, self.queries)
+                token = self.config.job.query_token
+                self.query_server = QueryServer(host, port, self.store_serdes, self.queries,
+                                                token=token)
                 # Any process answers any key: the group's assignment finds the owner, whose
                 # endpoint is in its client id (millpond.query.routing).
                 self.query_server.router = Router(
                     Owners(group_owners(self.job)), self.config.job.partitioner,
                     self.query_server.url)
+                self.query_server.router.token = token
+                self.query_server.page = StatusPage(
+                    self.config.job.name, self.query_server.url, self.metrics,
+                    self._job_status(self.job) if self._job_status is not None else None,
+                    self.query_server.router)
                 self.query_server.start()
             self._run()
         finally:

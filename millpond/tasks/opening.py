@@ -184,7 +184,8 @@ def open_task(ctx: OpenContext, partition: int, fences: Fences) -> Opening:
                 ctx.config, partition, ctx.guarantee, producer, ctx.restore_consumer,
                 ckpt.changelogs if ckpt else None, ctx.listener,
                 side_checkpointed=dict(ckpt.side_inputs) if ckpt else {},
-                topics=ckpt.topics if ckpt else None, backups=ctx.backups)
+                topics=ckpt.topics if ckpt else None, backups=ctx.backups,
+                committed_reads=ctx.config.job.query_address is not None)
         except OSError as exc:
             if exc.filename is None:
                 raise

@@ -12,8 +12,10 @@ from typing import Any
 from millpond.changelog.checkpoint import task_name
 from millpond.job import Job
 from millpond.query import Open, StoreView, Unavailable
+from millpond.query.reads import Committed
 from millpond.serdes import Serde
 from millpond.tasks.manager import TaskManager
+from millpond.tasks.storage import OpenStore
 
 
 class TaskDirectory:
@@ -30,7 +32,7 @@ class TaskDirectory:
         instance = tasks.get(partition)
         name = task_name(partition)
         if instance is not None:
-            return Open({store: StoreView(*self.serdes[store], s.engine, s.cache)
+            return Open({store: StoreView(*self.serdes[store], s.engine, s.cache, _committed(s))
                          for store, s in instance.storage.stores.items()})
         opener = self.manager.opener
         if partition in opener.pending:
@@ -46,6 +48,13 @@ class TaskDirectory:
         held = ", ".join(map(str, sorted(tasks))) or "none"
         return Unavailable(f"partition {partition} is not assigned to this process (it holds "
                            f"partitions: {held})", assigned=False)
+
+
+def _committed(store: OpenStore) -> Committed | None:
+    """The store as of its task's last commit, if it keeps a snapshot (committed reads)."""
+    if store.snapshot is None or store.logged is None:
+        return None
+    return Committed(store.snapshot, store.logged.touched)  # None: overflowed
 
 
 def group_owners(job: Job) -> Callable[[], dict[int, tuple[str, str]]]:

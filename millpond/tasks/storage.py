@@ -39,6 +39,7 @@ from millpond.sideinputs.readonly import ReadOnlyStore
 from millpond.stores import InMemoryEngine, RocksDbEngine, RocksDbOptions, build_stack, permissions
 from millpond.stores.api import KeyValueStore, StorageEngine
 from millpond.stores.cached import CachedStore, cache_budget
+from millpond.stores.engines.rocksdb import RocksSnapshot
 from millpond.stores.undo import RecordJournal
 
 if TYPE_CHECKING:
@@ -79,6 +80,8 @@ class OpenStore:
     # changelog offset of the last commit's checkpoint directory as this process wrote it;
     # None until its first commit (the directory may be from before a restore)
     checkpointed: int | None = None
+    # the engine as the last commit left it, for committed reads (millpond.query)
+    snapshot: RocksSnapshot | None = None
 
 
 @dataclass
@@ -92,6 +95,7 @@ class TaskStorage:
     backups: StateBackups | None = None  # state backups (job.state.backup.uri), if on
     # the writes of the record being processed, undone when the record is skipped
     journal: RecordJournal = field(default_factory=RecordJournal)
+    committed_reads: bool = False  # snapshot stores at each commit (job.query.address)
 
     @classmethod
     def open_steps(
@@ -102,6 +106,7 @@ class TaskStorage:
         topics: Mapping[str, str] | None = None,
         backups: StateBackups | None = None,
         locks: Mapping[str, local.StoreLock] | None = None,
+        committed_reads: bool = False,
     ) -> Generator[RestoreStats, None, TaskStorage]:
         """Lock, recover and layer every store of the task (or just ``only``), yielding
         after each restored batch; closing the generator early releases what it opened.
@@ -112,8 +117,11 @@ class TaskStorage:
         (a rescaled store's generation); a store not in it uses its configured topic. With
         ``backups``, a lost store may start from a remote snapshot and commits' checkpoints
         are uploaded. ``locks``: store locks the caller already holds (an offline tool that
-        locked before it wiped), handed over: the storage releases them as it closes."""
-        storage = cls(partition, topics=dict(topics or {}), backups=backups)
+        locked before it wiped), handed over: the storage releases them as it closes.
+        ``committed_reads``: keep a snapshot of each store as of the last commit
+        (:meth:`mark_committed`)."""
+        storage = cls(partition, topics=dict(topics or {}), backups=backups,
+                      committed_reads=committed_reads)
         try:
             for name, cfg in config.stores.items():
                 if only is not None and name != only:
@@ -130,6 +138,7 @@ class TaskStorage:
         except BaseException:
             storage.close()
             raise
+        storage.mark_committed()  # restored: the stores hold the last commit's state
         return storage
 
     @classmethod
@@ -208,6 +217,22 @@ class TaskStorage:
             if self.backups is not None:
                 self.backups.after_checkpoint(s.config, s.topic, self.partition,
                                               local.checkpoint_dir(s.live), s.offset)
+        self.mark_committed()
+
+    def mark_committed(self) -> None:
+        """With committed reads on: snapshot each logged RocksDB store as it is now, the
+        state the commit made durable (releasing the previous snapshot), and track the keys
+        written to its engine from now on (object-cache evictions, a task's scan's
+        write-down): only those can differ from the snapshot until the next commit."""
+        if not self.committed_reads:
+            return
+        for s in self.stores.values():
+            if s.logged is None or not isinstance(s.engine, RocksDbEngine):
+                continue
+            if s.snapshot is not None:
+                s.snapshot.release()
+            s.snapshot = s.engine.snapshot()
+            s.logged.touched, s.logged.overflowed = set(), False
 
     def close(self) -> None:
         """Close engines and release locks (no flush: the caller commits first if it wants)."""

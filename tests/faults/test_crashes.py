@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import ast
+import json
 import os
 import random
 import re
 import signal
 import subprocess
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaException, Producer
 
 from millpond.tasks.faults import CRASH_LOG, POINTS
 from tests.kafka_util import (
@@ -25,6 +27,7 @@ from tests.kafka_util import (
     counting_job,
     create_topic,
     dump_store,
+    hash_partition,
     produce_users,
     ready_lines,
     run_job,
@@ -249,6 +252,18 @@ def _crash_line(log: str, point: str) -> tuple[str, dict[str, int], dict[str, in
     return m.group(1), ast.literal_eval(m.group(2)), ast.literal_eval(m.group(3))
 
 
+def _produce_once(bootstrap: str, topic: str, partitions: int) -> Counter[str]:
+    """One view of a user seen only once, first in each partition: the first record of each
+    changelog partition is then that user's only one (a restore that skips it loses it)."""
+    producer = Producer({"bootstrap.servers": bootstrap})
+    once = Counter(f"user-{1000 + p}" for p in range(partitions))
+    for user in once:
+        producer.produce(topic, key=user.encode(), value=json.dumps({"user_id": user}),
+                         partition=hash_partition(user, partitions))
+    assert producer.flush(30) == 0
+    return once
+
+
 @pytest.mark.parametrize("guarantee", ["effectively-once"])
 def test_sigkill_at_every_commit_phase_restores_from_the_changelog(
     guarantee: str, report: Callable[..., None], kafka_bootstrap: str,
@@ -256,8 +271,10 @@ def test_sigkill_at_every_commit_phase_restores_from_the_changelog(
 ) -> None:
     """SIGKILL at each crash point of the commit protocol, each time on a commit that moves
     input (``MILLPOND_CRASH_AT=<point>:2:moved``: the second such commit of the run), every
-    restart on an empty state dir with no backups: each store comes back
-    from its changelog alone, restored up to the checkpoint that the killed run committed
+    restart on an empty state dir with no backups, and a 4-entry object cache that writes
+    dirty entries down by eviction between commits (each killed run's log shows one), and
+    a user seen once heading each changelog partition: each store comes back from its
+    changelog alone, restored up to the checkpoint that the killed run committed
     last, so a checkpoint naming changelog offsets its commit did not cover loses updates
     here. State exact; output nothing lost read_uncommitted (duplicates reported)."""
     source, sink, job = topic_name("in"), topic_name("out"), topic_name("job")
@@ -267,8 +284,11 @@ def test_sigkill_at_every_commit_phase_restores_from_the_changelog(
     def config(state: str) -> Path:
         return write_properties(tmp_path / f"{state}.properties", counting_job(
             kafka_bootstrap, job, source, tmp_path / state,
-            **{"task.class": "tests.jobs.counting.SlowCounter",
+            **{"task.class": "tests.jobs.counting.EvictingCounter",
                "task.processing.guarantee": guarantee, "task.commit.ms": 50,
+               # ~30 users a task, 4 cached: dirty entries go down by eviction between
+               # commits too (each run's log proves it), not only in the commit's flush
+               "stores.counts.object.cache.size": 4,
                "emit.stream": f"kafka.{sink}"}))
 
     # 1500 inputs a run at <= 1000 a poll and ~0.5 ms each: several commits follow the
@@ -276,7 +296,8 @@ def test_sigkill_at_every_commit_phase_restores_from_the_changelog(
     env = {"MILLPOND_TEST_DELAY": "0.0005"}
     # A first run without a kill: every later restart has committed changelog records to
     # restore (a kill can land before its own run's first commit)
-    expected = produce_users(kafka_bootstrap, source, 1500, 120, 4)
+    expected = _produce_once(kafka_bootstrap, source, 4)
+    expected += produce_users(kafka_bootstrap, source, 1500, 120, 4)
     warm = run_job(config("state-warm"), "--bounded", env=env, timeout=120)
     assert warm.returncode == 0, (warm.stdout + warm.stderr)[-3000:]
     replayed: list[int] = []
@@ -288,6 +309,7 @@ def test_sigkill_at_every_commit_phase_restores_from_the_changelog(
         assert run.returncode == -signal.SIGKILL, (
             f"{point}: expected a SIGKILL, got exit {run.returncode}:\n{log[-3000:]}")
         assert "downloaded snapshot" not in log
+        assert "dirty cache entry evicted" in log, f"{point}: no dirty entry evicted"
         task, before, after = _crash_line(log, point)
         assert after[source] > before[source], (point, task, before, after)
         # an empty state dir: the stores came back from the changelog

@@ -31,6 +31,20 @@ class Counter(StreamTask):
             collector.send(OutgoingMessageEnvelope(self.emit, key=user, message=count))
 
 
+class CommittingCounter(Counter):
+    """A counter that commits right after each message of the user ``commit.on.user`` (its
+    other commits: ``task.commit.ms``): a commit at a known input offset."""
+
+    def process(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+        super().process(envelope, collector, coordinator)
+        if envelope.message["user_id"] == self.commit_on:
+            coordinator.commit()
+
+    def init(self, context):  # type: ignore[no-untyped-def]
+        super().init(context)
+        self.commit_on = context.config.get("commit.on.user")
+
+
 class SlowCounter(Counter):
     """A counter that is slow enough for a second process to join mid-run."""
 
@@ -39,6 +53,26 @@ class SlowCounter(Counter):
         delay = float(os.environ.get("MILLPOND_TEST_DELAY", "0"))
         if delay:
             time.sleep(delay)
+
+
+class EvictingCounter(SlowCounter):
+    """A slow counter that says once (``dirty cache entry evicted``, on stderr) when its
+    store's object cache first evicted an entry that was dirty: the proof that a test's
+    small cache wrote entries down by eviction, between commits."""
+
+    def init(self, context):  # type: ignore[no-untyped-def]
+        super().init(context)
+        self.cache = getattr(self.counts, "inner", self.counts)  # null-safe -> cached
+        self.said = False
+
+    def process(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+        full = len(self.cache._dirty) >= self.cache.cache_size  # every entry dirty
+        before = self.cache.evictions
+        super().process(envelope, collector, coordinator)
+        if full and self.cache.evictions > before and not self.said:
+            self.said = True
+            print(f"dirty cache entry evicted (task {envelope.partition})", file=sys.stderr,
+                  flush=True)
 
 
 _paused = False  # once per process, whichever task instance reaches the offset

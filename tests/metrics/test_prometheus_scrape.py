@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import shutil
 import subprocess
 import threading
 import time
@@ -28,7 +27,7 @@ from typing import Any
 import pytest
 
 from millpond.dev.kafka import free_port
-from tests.conftest import unavailable
+from tests.conftest import installed
 from tests.kafka_util import (
     REPO,
     counting_job,
@@ -75,13 +74,7 @@ FAMILIES = {
 
 
 def prometheus_binary() -> str:
-    found = shutil.which("prometheus") or (
-        "/usr/bin/prometheus" if Path("/usr/bin/prometheus").exists() else None)
-    if found is None:
-        unavailable("the prometheus binary is not installed (Debian: apt-get install "
-                    "prometheus; .ci/run installs it)")
-    assert found is not None
-    return found
+    return installed("prometheus", "Debian: apt-get install prometheus; .ci/run installs it")
 
 
 class Lines:

@@ -24,7 +24,7 @@ from tests.kafka_util import (
     start_job,
     write_properties,
 )
-from tests.query.test_query_routing import ENDPOINT, PARTITIONS, fetch, produce, scan
+from tests.query.processes import ENDPOINT, PARTITIONS, fetch, produce, scan
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(900)]
 

@@ -4,109 +4,37 @@ pages that cover a partition once, 503 for a partition held elsewhere or restori
 from __future__ import annotations
 
 import json
-import re
 import shutil
-import signal
-import subprocess
 import time
-import urllib.error
-import urllib.request
 import uuid
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Producer
 
 from tests.kafka_util import (
     counting_job,
     create_topic,
     dump_store,
-    hash_partition,
     produce_users,
     start_job,
-    wait_for_line,
     write_properties,
+)
+from tests.query.helpers import (
+    endpoint,
+    expected_by_partition,
+    get,
+    query_job,
+    scan,
+    stop,
+    wait_for_counts,
 )
 
 pytestmark = pytest.mark.kafka
 
-ENDPOINT = re.compile(r"query endpoint on (http://[\d.]+:\d+)/stores")
-
-
-def get(url: str) -> tuple[int, Any]:
-    """(status, JSON body) of a GET."""
-    try:
-        with urllib.request.urlopen(url, timeout=30) as resp:
-            return resp.status, json.loads(resp.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
-
-
-def endpoint(proc: subprocess.Popen[str]) -> str:
-    lines = wait_for_line(proc, "query endpoint on", timeout=60)
-    found = ENDPOINT.search(lines[-1])
-    assert found, lines[-1]
-    return found.group(1)
-
-
-def stop(proc: subprocess.Popen[str]) -> str:
-    proc.send_signal(signal.SIGTERM)
-    out, _ = proc.communicate(timeout=60)
-    assert proc.returncode == 0, out[-3000:]
-    return out
-
-
-def expected_by_partition(expected: Counter[str], partitions: int) -> dict[int, dict[str, int]]:
-    out: dict[int, dict[str, int]] = {p: {} for p in range(partitions)}
-    for user, n in expected.items():
-        out[hash_partition(user, partitions)][user] = n
-    return out
-
-
-def many_url(base: str, partition: int, users: list[str]) -> str:
-    keys = "&".join(f"key={u}" for u in users)
-    return f"{base}/stores/counts/{partition}/get-many?{keys}"
-
-
-def wait_for_counts(base: str, partition: int, want: dict[str, int], timeout: float) -> None:
-    """Poll the endpoint (each request waits for a run loop iteration) until the partition's
-    counts are ``want``."""
-    users = sorted(want)
-    deadline = time.monotonic() + timeout
-    got: Any = None
-    while time.monotonic() < deadline:
-        status, got = get(many_url(base, partition, users))
-        if status == 200 and {e["key"]: e["value"] for e in got["entries"]} == want:
-            assert got["missing"] == []
-            return
-    raise AssertionError(f"partition {partition} never answered the expected counts: {got}")
-
-
-def scan(base: str, url: str, answered: bool = True) -> tuple[list[tuple[str, int]], int]:
-    """Every entry of a scan through its continuation tokens, and the pages it took
-    (``answered=False``: nothing, 0 if a page is not answered 200)."""
-    out: list[tuple[str, int]] = []
-    pages = 0
-    token = None
-    while True:
-        status, body = get(url + (f"&next={token}" if token else ""))
-        if status != 200 and not answered:
-            return [], 0
-        assert status == 200, body
-        pages += 1
-        out += [(e["key"], e["value"]) for e in body["entries"]]
-        token = body["next"]
-        if token is None:
-            return out, pages
-
-
 def test_queries_answer_what_the_running_job_holds(kafka_bootstrap: str, tmp_path: Path) -> None:
-    name = f"query-{uuid.uuid4().hex[:8]}"
-    create_topic(kafka_bootstrap, name, partitions=2)
-    config = write_properties(tmp_path / "job.properties", counting_job(
-        kafka_bootstrap, name, name, tmp_path / "state",
-        **{"job.query.address": "127.0.0.1:0", "task.commit.ms": 60000}))
+    name, config = query_job(kafka_bootstrap, tmp_path, "query", 2, **{"task.commit.ms": 60000})
     proc = start_job(config)
     try:
         base = endpoint(proc)
@@ -191,3 +119,45 @@ def test_a_restoring_partition_answers_503_with_its_progress(
     finally:
         if proc.poll() is None:
             stop(proc)
+
+
+def test_a_committed_query_sees_the_last_commit_not_what_was_processed_since(
+        kafka_bootstrap: str, tmp_path: Path) -> None:
+    # One commit, right after the "commit" user's message; an object cache of 8 entries,
+    # so most of what is processed after it is written down to RocksDB (evicted) before any
+    # commit: the engine holds it, uncommitted.
+    name, config = query_job(kafka_bootstrap, tmp_path, "query-committed", 1, **{
+        "task.commit.ms": 3_600_000, "task.class": "tests.jobs.counting.CommittingCounter",
+        "commit.on.user": "commit", "stores.counts.object.cache.size": 8})
+    producer = Producer({"bootstrap.servers": kafka_bootstrap, "linger.ms": 20})
+    users = [f"user-{i:03d}" for i in range(200)]
+    for user in [*users, "commit", *users, *users[:100]]:
+        producer.produce(name, key=user.encode(), value=json.dumps({"user_id": user}))
+    assert producer.flush(60) == 0
+    processed = {**{u: 3 for u in users[:100]}, **{u: 2 for u in users[100:]}, "commit": 1}
+    committed = {**{u: 1 for u in users}, "commit": 1}
+    proc = start_job(config)
+    try:
+        base = endpoint(proc)
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:  # until the job has processed every record
+            entries, _ = scan(base, f"{base}/stores/counts/0/range?limit=10000",
+                              answered=False)
+            if dict(entries) == processed:
+                break
+        else:
+            raise AssertionError("the job did not process every record")
+        entries, _ = scan(base, f"{base}/stores/counts/0/range?limit=30&committed=1")
+        assert dict(entries) == committed
+        entries, _ = scan(base, f"{base}/stores/counts/range?limit=50&committed=1")  # fan-out
+        assert dict(entries) == committed
+        assert get(f"{base}/stores/counts/get?key=user-007&committed=1")[1]["value"] == 1
+        assert get(f"{base}/stores/counts/get?key=user-007")[1]["value"] == 3
+        status, body = get(f"{base}/stores/counts/0/get-many?key=user-150&key=nobody"
+                           "&committed=true")
+        assert (status, body["entries"], body["missing"]) == (
+            200, [{"key": "user-150", "value": 1}], ["nobody"])
+    finally:
+        if proc.poll() is None:
+            stop(proc)
+    assert dump_store(config, "counts") == processed  # committed at stop

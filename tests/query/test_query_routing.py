@@ -1,13 +1,11 @@
 """Routing on the real broker: two processes of one job each answer every key (the key's
 partition found with the job's partitioner, its owner from the group), saying which process
-answered; after one stops, the survivor answers every key."""
+answered, and each one's /status lists both processes with their tasks (asking the other's
+/status/process); after one stops, the survivor answers every key."""
 
 from __future__ import annotations
 
-import json
-import re
 import signal
-import subprocess
 import time
 import urllib.error
 import urllib.parse
@@ -18,52 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
 
 from millpond.partitioner import partition_of
-from tests.kafka_util import OutputLines, counting_job, create_topic, start_job, write_properties
+from tests.kafka_util import counting_job, create_topic, write_properties
+from tests.query.processes import PARTITIONS, fetch, produce, scan, start
 
 pytestmark = pytest.mark.kafka
-
-ENDPOINT = re.compile(r"query endpoint on (http://[\d.]+:\d+)/stores")
-PARTITIONS = 4
-
-
-def fetch(url: str) -> tuple[int, Any, str]:
-    """(status, JSON body, Millpond-Served-By) of a GET."""
-    try:
-        with urllib.request.urlopen(url, timeout=30) as resp:
-            return resp.status, json.loads(resp.read()), resp.headers["Millpond-Served-By"]
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read()), exc.headers["Millpond-Served-By"]
-
-
-def produce(bootstrap: str, topic: str, n: int, users: int) -> Counter[str]:
-    """Page views keyed by user, each at the partition the job's partitioner (murmur2) gives."""
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
-    expected: Counter[str] = Counter()
-    for i in range(n):
-        user = f"user-{(i * 7919) % users}"
-        while True:
-            try:
-                producer.produce(topic, key=user.encode(), value=json.dumps({"user_id": user}),
-                                 partition=partition_of(user.encode(), PARTITIONS))
-                break
-            except BufferError:  # a queue full of the batches before: let them go
-                producer.poll(0.1)
-        expected[user] += 1
-    assert producer.flush(60) == 0
-    return expected
-
-
-def start(config: Path, process: int) -> tuple[subprocess.Popen[str], OutputLines, str]:
-    proc = start_job(config, "--config-override",
-                     f"systems.kafka.consumer.group.instance.id=routing-{process}")
-    out = OutputLines(proc)
-    lines = out.wait_for("the query endpoint", lambda ls: any(ENDPOINT.search(x) for x in ls))
-    found = next(m for x in lines if (m := ENDPOINT.search(x)))
-    return proc, out, found.group(1)
-
 
 def many(base: str, users: list[str]) -> str:
     return f"{base}/stores/counts/get-many?" + urllib.parse.urlencode(
@@ -93,17 +51,22 @@ def wait_until_answered(base: str, expected: Counter[str], served_by: set[str],
     raise AssertionError(f"{base} never answered every key from {served_by}: {seen}")
 
 
-def scan(url: str) -> list[tuple[str, int]]:
-    """Every entry of a scan through its continuation tokens."""
-    out: list[tuple[str, int]] = []
-    after = None
-    while True:
-        status, body, _ = fetch(url + (f"&next={after}" if after else ""))
+def wait_for_status(base: str, urls: set[str], timeout: float = 60) -> None:
+    """Poll ``base``'s /status until it lists exactly the processes ``urls`` (each asked by
+    ``base``'s server), holding every partition open between them, each once."""
+    deadline = time.monotonic() + timeout
+    seen: Any = None
+    while time.monotonic() < deadline:
+        status, body, _ = fetch(f"{base}/status")
         assert status == 200, body
-        out += [(e["key"], e["value"]) for e in body["entries"]]
-        after = body["next"]
-        if after is None:
-            return out
+        held = {p["url"]: sorted(t["partition"] for t in p.get("tasks", [])
+                                 if t["state"] == "open") for p in body["processes"]}
+        seen = (held, [p.get("error") for p in body["processes"]])
+        if set(held) == urls and sorted(sum(held.values(), [])) == list(range(PARTITIONS)) \
+                and len({p["pid"] for p in body["processes"]}) == len(urls):
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"{base}/status never listed {urls} holding every partition: {seen}")
 
 
 @pytest.mark.slow  # 35 s each: its own target keeps make test under 20 min
@@ -124,6 +87,8 @@ def test_any_process_answers_any_key_and_the_survivor_all(
     try:
         for base in (a, b):  # both hold partitions: each endpoint forwards to the other
             wait_until_answered(base, expected, {a, b}, timeout=120)
+        for base in (a, b):  # the page's /status: both processes, each asked by the server
+            wait_for_status(base, {a, b})
         answered_by: set[str] = set()
         for user in sorted(expected):
             p = partition_of(user.encode(), PARTITIONS)

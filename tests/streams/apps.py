@@ -49,3 +49,11 @@ def views_by_page_and_user(config: Any) -> App:
     views.key_by("by-page", lambda v: v["page"]).count("page-counts")
     views.agg("user-stats", n=count(), seconds=total(lambda v: v["seconds"]))
     return app
+
+# Sliding windows, an interval join and an as-of join: their stores' keys are their own.
+timed_joins = App()
+trades, quotes = timed_joins.source("trades"), timed_joins.source("quotes")
+rates = timed_joins.versioned_table("rates", "rate-versions", 60_000)
+trades.sliding_window(1_000).count("trades-per-second").final().to("rates-out")
+(trades.interval_join("quoted", quotes, -500, 0, lambda t, q: [t, q]).to("quoted-out"))
+trades.join_asof(rates, lambda t, r: [t, r]).to("valued")

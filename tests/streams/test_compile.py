@@ -73,3 +73,17 @@ def test_a_partial_store_no_operator_has_is_still_refused(
 ) -> None:
     with pytest.raises(ConfigError, match=r"override: stores.page-count.factory: is missing"):
         compiled("", "stores.page-count.backup.enabled=false")  # a typo of page-counts
+
+
+def test_sliding_window_interval_join_and_versioned_table_stores_have_string_keys(
+    tmp_path: Path,
+) -> None:
+    """Their store keys are strings ordered by time (`<end>|<start>|<key>`,
+    `<key>|<side>|<time>|<seq>`, `<key>|<time>`), whatever the input's key serde."""
+    path = tmp_path / "app.properties"
+    path.write_text(BASE.replace("views_by_page_and_user", "timed_joins")
+                    .replace("samza.key.serde=string", "samza.key.serde=json"))
+    stores = load_config(path).stores
+    assert set(stores) == {"trades-per-second", "quoted", "rate-versions"}
+    assert {name: store.key_serde for name, store in stores.items()} == dict.fromkeys(
+        stores, "string")

@@ -9,7 +9,13 @@ import pytest
 
 from millpond.changelog.checkpoint import Checkpoint
 from millpond.changelog.errors import GenerationError
-from millpond.changelog.generations import job_topics, next_generation, resolve, resolve_all
+from millpond.changelog.generations import (
+    job_topics,
+    next_generation,
+    resolve,
+    resolve_all,
+    store_topic,
+)
 from millpond.config import Config
 
 
@@ -69,3 +75,13 @@ def test_checkpoints_that_disagree_are_refused() -> None:
                        r"\(a-gen2: partition-0; a-gen3: partition-1\)"):
         job_topics(ckpts)
     assert job_topics(ckpts[:1] + ckpts[2:]) == {"counts": "a-gen2"}
+
+
+def test_default_topic_names_and_what_a_refusal_lists(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    assert store_topic(config, config.stores["cache"]) == "wc-1-cache-changelog"  # none set
+    assert next_generation(config, config.stores["counts"], "elsewhere") == "wc-counts-gen2"
+    ckpts = [Checkpoint(f"partition-{p}", p, topics={"counts": "a-gen2"}) for p in range(5)]
+    with pytest.raises(GenerationError, match=r"\(a-gen2: partition-0, partition-1, "
+                       r"partition-2; a-gen3: partition-9\)"):  # three tasks a topic at most
+        job_topics([*ckpts, Checkpoint("partition-9", 9, topics={"counts": "a-gen3"})])

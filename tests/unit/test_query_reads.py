@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -209,7 +211,8 @@ def test_the_task_directory_says_open_opening_restoring_or_not_here() -> None:
     from millpond.tasks.queries import TaskDirectory
 
     cache, view = cached_store()
-    stores = {"counts": SimpleNamespace(engine=view.engine, cache=cache)}
+    stores = {"counts": SimpleNamespace(engine=view.engine, cache=cache, snapshot=None,
+                                        logged=None)}
     progress = SimpleNamespace(store="counts", records=300, remaining=700, seconds=1.23456)
     opener = SimpleNamespace(pending={2, 3}, opening=3, progress={"counts": progress})
     manager = SimpleNamespace(tasks={1: SimpleNamespace(storage=SimpleNamespace(stores=stores))},
@@ -298,3 +301,103 @@ def test_avro_values_render_as_their_fields() -> None:
     got = single(answer(parsed, tasks)).body
     assert got["value"] == {"user": "u1", "raw": "AAE=", "note": None,
                             "at": "2026-11-26T12:00:00+00:00"}
+
+
+
+class Clock:
+    """A clock the test moves: each query read moves it on by ``step`` seconds."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.step = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def enqueue(mailbox: Mailbox, partitions: range, got: dict[int, Answer]) -> list[threading.Thread]:
+    """Ask a get of each partition from its own thread, one after the other (so they wait in
+    the partitions' order); each answer lands in ``got``."""
+    askers = []
+    for p in partitions:
+        query = Query("counts", p, "get", keys=(b"a",))
+        askers.append(threading.Thread(target=lambda p=p, q=query: got.__setitem__(
+            p, mailbox.ask(q))))
+        waiting = mailbox.waiting + 1
+        askers[-1].start()
+        deadline = time.monotonic() + 5
+        while mailbox.waiting < waiting:
+            assert time.monotonic() < deadline, "the query never reached the mailbox"
+            askers[-1].join(0.001)
+    return askers
+
+
+def test_one_iteration_answers_the_queries_within_its_budget_the_rest_next() -> None:
+    clock = Clock()
+    _, view = cached_store()
+
+    class Slow(Tasks):
+        def locate(self, partition: int) -> Open | Unavailable:
+            clock.now += clock.step  # the query takes ``step`` of the loop's time
+            return super().locate(partition)
+
+    tasks = Slow({p: {"counts": view} for p in range(30)})
+    mailbox = Mailbox(timeout_s=30, max_queries=4, budget_s=0.05, clock=clock)
+    mailbox.open()
+    got: dict[int, Answer] = {}
+    askers = enqueue(mailbox, range(10), got)
+    assert [mailbox.serve(tasks) for _ in range(3)] == [4, 4, 2]  # at most 4 an iteration
+    clock.step = 0.03  # 30 ms a query, 50 ms a budget: a second is begun at 30 ms, no third
+    askers += enqueue(mailbox, range(10, 20), got)
+    assert [mailbox.serve(tasks) for _ in range(5)] == [2, 2, 2, 2, 2]
+    clock.step = 1.0  # longer than the whole budget: still one an iteration, never none
+    askers += enqueue(mailbox, range(20, 22), got)
+    assert [mailbox.serve(tasks) for _ in range(3)] == [1, 1, 0]
+    for asker in askers:
+        asker.join(5)
+    assert sorted(got) == list(range(22))  # each answered, in the order asked
+    assert all(a.status == 200 and a.body["partition"] == p for p, a in got.items())
+
+
+def test_a_committed_query_reads_the_snapshot_for_keys_written_since(tmp_path: Any) -> None:
+    from millpond.query.reads import Committed
+    from millpond.stores import RocksDbEngine
+
+    engine = RocksDbEngine(tmp_path / "db")
+    try:
+        for k in ("a", "b", "c", "d"):
+            engine.put(k.encode(), json.dumps(k.upper()).encode())
+        snapshot = engine.snapshot()  # the commit
+        touched: set[bytes] = set()
+        for kb, value in ((b"a", b'"A2"'), (b"b", None), (b"e", b'"E"')):  # evictions since
+            engine.write_batch([(kb, value)])
+            touched.add(kb)
+        cache = CachedStore(SerializedStore(engine, StringSerde(), JsonSerde(), "counts"),
+                            "counts")
+        cache.put("c", "C2")  # processed, still in the object cache
+        view = StoreView(StringSerde(), JsonSerde(), engine, cache, Committed(snapshot, touched))
+        tasks = Tasks({0: {"counts": view}})
+
+        def entries(path: str) -> dict[str, str]:
+            got = ask(path, tasks)
+            assert got.status == 200, got
+            return {e["key"]: e["value"] for e in got.body["entries"]}
+
+        assert entries("/stores/counts/0/range") == {"a": "A2", "c": "C2", "d": "D", "e": "E"}
+        committed = {"a": "A", "b": "B", "c": "C", "d": "D"}
+        assert entries("/stores/counts/0/range?committed=1") == committed
+        assert entries("/stores/counts/0/range?committed=1&limit=2&from=b") == {"b": "B",
+                                                                              "c": "C"}
+        assert entries("/stores/counts/0/prefix?prefix=e&committed=1") == {}
+        got = ask("/stores/counts/0/get-many?key=a&key=b&key=c&key=e&committed=1", tasks).body
+        assert (got["committed"], got["missing"]) == (True, ["e"])
+        assert ask("/stores/counts/0/get?key=b&committed=1", tasks).body == {
+            "store": "counts", "partition": 0, "committed": True, "key": "b", "value": "B",
+            "found": True}
+        assert ask("/stores/counts/0/get?key=b&committed=yes", tasks).status == 400
+        plain = Tasks({0: {"counts": cached_store()[1]}})  # an in-memory store: none kept
+        assert ask("/stores/counts/0/get?key=b&committed=1", plain).status == 400
+        engine.close()  # releases the snapshot: the database closes
+        engine = RocksDbEngine(tmp_path / "db")  # its lock is free again
+    finally:
+        engine.close()

@@ -5,7 +5,9 @@ where the group's description is stale."""
 from __future__ import annotations
 
 import json
+import socket
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Mapping
@@ -80,17 +82,19 @@ class Holds:
 
 
 @contextmanager
-def process(holds: Holds, owners: dict[int, str], describes: list[int]) -> Iterator[QueryServer]:
+def process(holds: Holds, owners: dict[int, str], describes: list[int],
+            token: str | None = None) -> Iterator[QueryServer]:
     """An endpoint whose run loop serves ``holds`` and whose group says ``owners`` (a dict
-    the test changes, as a rebalance would)."""
+    the test changes, as a rebalance would); ``token``: job.query.token."""
     mailbox = Mailbox(timeout_s=5)
 
     def describe() -> Mapping[int, tuple[str, str]]:
         describes.append(1)
         return {p: (client_id("g", "h", 1, url), "/127.0.0.1") for p, url in owners.items()}
 
-    server = QueryServer("127.0.0.1", 0, SERDES, mailbox)
+    server = QueryServer("127.0.0.1", 0, SERDES, mailbox, token=token)
     server.router = Router(Owners(describe, ttl_s=60), "murmur2", server.url, timeout_s=5)
+    server.router.token = token
     server.router.partitions = 2
     stopped = threading.Event()
 
@@ -111,9 +115,10 @@ def process(holds: Holds, owners: dict[int, str], describes: list[int]) -> Itera
         thread.join(5)
 
 
-def fetch(url: str) -> tuple[int, Any, str]:
+def fetch(url: str, headers: Mapping[str, str] | None = None) -> tuple[int, Any, str]:
     try:
-        with urllib.request.urlopen(url, timeout=10) as resp:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=dict(headers or {})),
+                                    timeout=10) as resp:
             return resp.status, json.loads(resp.read()), resp.headers[SERVED_BY]
     except urllib.error.HTTPError as exc:
         return exc.code, json.loads(exc.read()), exc.headers[SERVED_BY]
@@ -214,3 +219,79 @@ def test_a_range_or_prefix_without_a_partition_merges_every_partition_in_key_ord
             assert entries == [(k, v) for k, v in sorted(values.items()) if k.startswith("k1")]
         status, body, _ = fetch(f"{a.url}/stores/counts/range?limit=100")
         assert "token" not in body["entries"][0] and body["next"] is None
+
+
+def test_a_token_guards_every_data_request_and_travels_with_forwards() -> None:
+    k0, k1 = keys_by_partition()[0], keys_by_partition()[1]
+    owners: dict[int, str] = {}
+    bearer = {"Authorization": "Bearer s3cret"}
+    with process(Holds({0: {k0: 10}}), owners, [], token="s3cret") as a, \
+            process(Holds({1: {k1: 11}}), {}, [], token="s3cret") as b:
+        owners.update({0: a.url, 1: b.url})
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "s3cret"},
+                        {"Authorization": "Basic s3cret"}):
+            for path in ("/stores", f"/stores/counts/get?key={k0}", "/stores/counts/0/range",
+                         "/%73tores/counts/0/range", "/nope"):
+                status, body, _ = fetch(a.url + path, headers)
+                assert status == 401 and "job.query.token" in body["error"], (path, headers)
+        assert fetch(a.url + "/stores", bearer)[:2] == (200, {"stores": sorted(SERDES)})
+        status, body, by = fetch(f"{a.url}/stores/counts/get?key={k1}", bearer)  # forwarded
+        assert (status, body["value"], by) == (200, 11, b.url)
+        status, body, by = fetch(f"{a.url}/stores/counts/range?limit=10", bearer)
+        assert status == 200 and len(body["entries"]) == 2, body
+        assert fetch(a.url + "/", {})[0] == 404  # the page's path: no token asked
+    with process(Holds({0: {k0: 10}}), {}, []) as open_:  # no token: no header needed
+        assert fetch(f"{open_.url}/stores/counts/0/get?key={k0}")[1]["value"] == 10
+
+
+def test_over_its_bound_the_endpoint_answers_503_at_once_without_a_thread() -> None:
+    server = QueryServer("127.0.0.1", 0, SERDES, Mailbox(timeout_s=5), max_requests=2)
+    server.start()
+    held = []
+    try:
+        for _ in range(2):  # two clients that send half a request and wait: two threads
+            conn = socket.create_connection(server.address, timeout=10)
+            conn.sendall(b"GET /stores HTTP/1.1\r\nHost: x\r\n")
+            held.append(conn)
+        started = time.monotonic()
+        deadline = started + 10
+        while True:  # until both held connections have their threads (a bounded wait)
+            status, body, _ = fetch(f"{server.url}/stores")
+            if status == 503 or time.monotonic() > deadline:
+                break
+        assert status == 503 and "serving 2 requests" in body["error"], body
+        assert time.monotonic() - started < 5
+        assert fetch(f"{server.url}/stores")[0] == 503  # refused on the accepting thread:
+        assert len([t for t in threading.enumerate()  # the held two have the only threads
+                    if "process_request_thread" in t.name]) == 2
+        for conn in held:
+            conn.sendall(b"\r\n")  # the held requests complete and give their slots back
+            assert b"200 OK" in conn.recv(4096)
+            conn.close()
+        deadline = time.monotonic() + 10
+        while (status := fetch(f"{server.url}/stores")[0]) != 200:
+            assert time.monotonic() < deadline, status
+    finally:
+        for conn in held:
+            conn.close()
+        server.stop()
+
+
+def test_stop_ends_every_keep_alive_connection_and_its_thread() -> None:
+    """A client's keep-alive connection holds a thread: stop() closes it and waits for the
+    thread, so no daemon thread of the endpoint outlives the job (one killed at interpreter
+    exit inside the murmur2 extension aborted a bounded job, exit -6)."""
+    import http.client
+
+    server = QueryServer("127.0.0.1", 0, SERDES, Mailbox())
+    server.start()
+    host, port = server.address
+    conn = http.client.HTTPConnection(host, port, timeout=5)
+    conn.request("GET", "/stores")
+    response = conn.getresponse()
+    response.read()
+    assert response.status == 200 and response.getheader("Connection") != "close"
+    (thread,) = list(server._conns)  # the connection's thread, waiting for its next request
+    server.stop()
+    assert not thread.is_alive() and not server._conns
+    conn.close()

@@ -12,6 +12,7 @@ from millpond.changelog.recovery import (
     LocalState,
     Observation,
     OffsetFile,
+    RecoveryPlan,
     StorePartition,
     plan_recovery,
 )
@@ -61,3 +62,11 @@ def test_an_unreachable_remote_means_the_changelog_with_a_warning() -> None:
     plan = plan_recovery(obs(error="EndpointConnectionError: no route"))
     assert plan.copy is LocalCopy.NOTHING and plan.begin == 0
     assert "could not be listed (EndpointConnectionError: no route)" in plan.warnings[0]
+
+
+def test_a_plan_from_a_snapshot_keeps_only_that_snapshot() -> None:
+    old, new = (SnapshotRef(i, "counts", "t", 0, off) for i, off in (("a", 4), ("b", 9)))
+    plan = RecoveryPlan(LocalCopy.REMOTE, 0, 20, None, 2, snapshots=(new, old))
+    assert plan.from_snapshot(old) == RecoveryPlan(LocalCopy.REMOTE, 5, 20, None, 2,
+                                                   snapshots=(old,))
+    assert plan.from_snapshot(SnapshotRef("c", "counts", "t", 0, -1)).begin == 2  # the low

@@ -95,3 +95,43 @@ def test_commit_flush_writes_down_and_flushes_memtables(tmp_path: Path) -> None:
     storage.after_commit()
     assert read_offset_file(live) is not None
     storage.close()
+
+
+def test_committed_reads_follow_each_commit_and_overflow_until_the_next(
+        tmp_path: Path, monkeypatch: Any) -> None:
+    from millpond.changelog import logged as logged_module
+    from millpond.query import Open, Query
+    from millpond.query.reads import StoreView, answer
+    from millpond.tasks.queries import _committed
+
+    live = tmp_path / "counts" / "partition-0"
+    storage, store, _ = open_storage(live)
+    storage.committed_reads = True
+    opened = storage.stores["counts"]
+
+    class Here:
+        def locate(self, partition: int) -> Open:
+            return Open({"counts": StoreView(StringSerde(), JsonSerde(), opened.engine, None,
+                                             _committed(opened))})
+
+    def committed(key: str) -> Any:
+        """The committed value of ``key`` (None: none), or the status of a refusal."""
+        got = answer(Query("counts", 0, "get", keys=(key.encode(),), committed=True), Here())
+        if got.status != 200:
+            return got.status
+        return got.body["entries"][0]["value"] if got.body["entries"] else None
+
+    storage.mark_committed()  # as a task opening does
+    store.put("a", 1)
+    store.flush()  # written down to RocksDB before any commit (as an eviction would be)
+    assert (committed("a"), opened.logged and opened.logged.touched) == (None, {b"a"})
+    storage.after_commit()
+    assert committed("a") == 1
+    monkeypatch.setattr(logged_module, "TOUCHED_MAX", 2)
+    store.put_all([("a", 2), ("b", 1), ("c", 1)])
+    store.flush()  # three keys written since the commit: more than it follows
+    assert committed("a") == 503
+    storage.after_commit()
+    assert (committed("a"), committed("c")) == (2, 1)
+    storage.close()  # releases the snapshot: the database closes and can open again
+    RocksDbEngine(live, SMALL).close()

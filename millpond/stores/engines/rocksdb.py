@@ -35,6 +35,7 @@ class RocksDbEngine:
         self.options = options if options is not None else RocksDbOptions()
         self._closed = False
         self._iterators: weakref.WeakSet[_RocksIterator] = weakref.WeakSet()
+        self._snapshots: weakref.WeakSet[RocksSnapshot] = weakref.WeakSet()
         try:
             self.path.mkdir(parents=True, exist_ok=True)
             self._db = Rdict(
@@ -180,6 +181,16 @@ class RocksDbEngine:
                 f"got {type(bound).__name__}"
             )
 
+    def snapshot(self) -> RocksSnapshot:
+        """A consistent view of the database as it is now, for point reads, until
+        :meth:`RocksSnapshot.release` (or :meth:`close`, which releases it)."""
+        try:
+            snap = RocksSnapshot(self._db.snapshot(), self.path)
+        except Exception as exc:
+            raise self._error("snapshot", exc) from exc
+        self._snapshots.add(snap)
+        return snap
+
     # -- lifecycle ----------------------------------------------------------------------------
 
     def flush(self) -> None:
@@ -215,6 +226,9 @@ class RocksDbEngine:
         for iterator in list(self._iterators):
             iterator.close()
         self._iterators.clear()
+        for snap in list(self._snapshots):  # a live snapshot keeps the database open
+            snap.release()
+        self._snapshots.clear()
         try:
             self._db.flush(True)
         finally:
@@ -332,3 +346,31 @@ class _RocksIterator(KeyValueIterator[bytes, bytes]):
         """Release the RocksDB iterator; later next() calls raise StoreClosedError."""
         self._raw = None
         self._closed = True
+
+
+class RocksSnapshot:
+    """Point reads of the database as it was when the snapshot was taken.
+
+    Point reads only: rocksdict's snapshot iterators (``Snapshot.iter``/``items``, 0.3.29)
+    read the live database, as the read options they are built from drop the snapshot."""
+
+    __slots__ = ("_snap", "_path", "__weakref__")
+
+    def __init__(self, snap: Any, path: Path) -> None:
+        self._snap: Any = snap
+        self._path = path
+
+    def get(self, key: bytes) -> bytes | None:
+        """The value ``key`` had, or None."""
+        if self._snap is None:
+            raise StoreClosedError(f"RocksDB store at {self._path}: snapshot used after release")
+        try:
+            return cast(bytes, self._snap[key])
+        except Exception as exc:
+            if str(exc) == "key not found":  # rocksdict's only way to say so
+                return None
+            raise StoreError(f"RocksDB store at {self._path}: snapshot get: {exc}") from exc
+
+    def release(self) -> None:
+        """Let RocksDB drop the versions only this snapshot kept."""
+        self._snap = None
