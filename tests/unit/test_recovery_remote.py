@@ -70,3 +70,35 @@ def test_a_plan_from_a_snapshot_keeps_only_that_snapshot() -> None:
     assert plan.from_snapshot(old) == RecoveryPlan(LocalCopy.REMOTE, 5, 20, None, 2,
                                                    snapshots=(old,))
     assert plan.from_snapshot(SnapshotRef("c", "counts", "t", 0, -1)).begin == 2  # the low
+
+
+def test_a_snapshot_at_the_restore_target_is_used_one_past_it_is_not() -> None:
+    plan = plan_recovery(obs(snap(80), snap(79)))  # checkpointed 79: the target is 79
+    assert (plan.copy, plan.begin, plan.end) == (LocalCopy.REMOTE, 80, 80)
+    assert [s.offset for s in plan.snapshots] == [79]
+    assert any("s80" in w and "beyond the restore target 79" in w for w in plan.warnings)
+
+
+def test_a_snapshot_just_before_the_changelog_start_is_used_two_before_is_not() -> None:
+    # The changelog starts at 30: a snapshot at 29 goes on from 30; one at 28 misses 29.
+    plan = plan_recovery(obs(snap(29), checkpointed=None, low=30))
+    assert (plan.copy, plan.begin) == (LocalCopy.REMOTE, 30)
+    plan = plan_recovery(obs(snap(28), checkpointed=None, low=30))
+    assert (plan.copy, plan.begin) == (LocalCopy.NOTHING, 30)
+    assert any("s28" in w and "now starts at 30" in w for w in plan.warnings)
+
+
+def test_a_local_copy_has_the_same_bounds_as_a_snapshot() -> None:
+    def at(offset: int) -> LocalState:
+        return LocalState(checkpoint=OffsetFile(StoreOffset("counts", TOPIC, 0, offset)))
+
+    plan = plan_recovery(obs(local=at(79)))  # at the restore target: nothing to replay
+    assert (plan.copy, plan.begin, plan.end) == (LocalCopy.CHECKPOINT, 80, 80)
+    plan = plan_recovery(obs(local=at(80)))
+    assert plan.copy is LocalCopy.NOTHING and plan.begin == 0
+    assert "ahead of the restore target 79" in plan.warnings[0]
+    plan = plan_recovery(obs(local=at(29), checkpointed=None, low=30))
+    assert (plan.copy, plan.begin) == (LocalCopy.CHECKPOINT, 30)
+    plan = plan_recovery(obs(local=at(28), checkpointed=None, low=30))
+    assert (plan.copy, plan.begin) == (LocalCopy.NOTHING, 30)
+    assert "now starts at 30; doing a full restore" in plan.warnings[0]
