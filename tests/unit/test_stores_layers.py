@@ -751,3 +751,25 @@ def test_engine_without_changelog_keeps_the_wal() -> None:
     store.put("a", 1)
     store.flush()
     assert engine.wal_flags == [False]
+
+
+def test_logged_layer_counts_records_and_bytes_and_tracks_dirty_and_unflushed() -> None:
+    """The counters behind millpond_store_changelog_* (records sent; key + value bytes, a
+    tombstone its key's) and the flags a commit reads: clean and flushed until the first
+    write, dirty until mark_clean, unflushed until flush; an empty batch changes nothing."""
+    engine, producer, marked = WalRecordingEngine(), RecordingProducer(), []
+    logged = LoggedStore(engine, producer, "cl", 3,  # type: ignore[arg-type]
+                         on_dirty=lambda: marked.append(1))
+    assert (logged.writes, logged.bytes, logged.dirty, logged.unflushed) == (0, 0, False, False)
+    logged.write_batch([])
+    assert (logged.writes, logged.dirty, logged.unflushed, producer.sent) == (0, False, False, [])
+    logged.write_batch([(b"ab", b"xyz"), (b"c", None)])
+    logged.put(b"d", b"ee")
+    assert (logged.writes, logged.bytes) == (3, (2 + 3) + 1 + (1 + 2))
+    assert (logged.dirty, logged.unflushed, marked) == (True, True, [1])  # on_dirty once
+    logged.sync()
+    assert (logged.unflushed, engine.flushes, logged.dirty) == (False, 1, True)
+    logged.sync()  # nothing written since: no second flush
+    assert engine.flushes == 1
+    logged.mark_clean()
+    assert logged.dirty is False and (logged.writes, logged.bytes) == (3, 9)  # counters go on
