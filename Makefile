@@ -116,7 +116,7 @@ bench-startup: kafka-up
 	$(PYC)
 	$(BIN)/python -m benchmarks.startup $(STARTUP_ARGS)
 
-# The harness end to end on a tiny input (also part of make test).
+# The harness end to end on a tiny input (also in make test and make test-slow).
 bench-smoke: kafka-jars
 	$(BIN)/pytest -q tests/bench
 

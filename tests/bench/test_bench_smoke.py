@@ -36,6 +36,7 @@ def _good(entry: dict, messages: int, keys: int) -> None:
     assert "cpu_steal_percent" in run and len(run["load_average_before"]) == 3
 
 
+@pytest.mark.slow  # 54 s in CI: make test-slow keeps make test under 20 min
 def test_quick_run_writes_correct_results(kafka_bootstrap: str, tmp_path: Path) -> None:
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "benchmarks.run", "--quick", "--runs", "1",
