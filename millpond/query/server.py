@@ -49,7 +49,7 @@ from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
 
 from millpond.query.errors import QueryError
 from millpond.query.mailbox import Mailbox
-from millpond.query.page import Reply, StatusPage
+from millpond.query.page import Reply, StatusPage, is_public
 from millpond.query.reads import Answer, Query, token, untoken
 from millpond.query.render import BadKey, parse_key
 from millpond.query.routing import FORWARDED, SERVED_BY, Router, advertised_url, not_assigned
@@ -62,7 +62,6 @@ MAX_LIMIT = 10_000
 MAX_KEYS = 1_000
 FAN_OUT_THREADS = 16  # per request without a partition: partitions asked side by side
 MAX_REQUESTS = 32  # requests served at once (a thread each); above it: 503 at once
-PUBLIC = frozenset({"/"})  # served without the token (and /static/...): no data in them
 IDLE_TIMEOUT_S = 10.0  # a connection silent this long (mid-request or kept alive) is closed
 BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
         b"Retry-After: 1\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s")
@@ -295,11 +294,10 @@ class QueryServer:
 
     def authorized(self, path: str, authorization: str | None) -> bool:
         """Whether a request of ``path`` with this ``Authorization`` header may be answered:
-        without a token every request; with one, the page and its files (:data:`PUBLIC`,
-        ``/static/``: no data), or any other request that carries ``Bearer <token>``
-        (compared in constant time)."""
-        bare = unquote(urlsplit(path).path)
-        if not self.token or bare in PUBLIC or bare.startswith("/static/"):
+        without a token every request; with one, the page's own files
+        (:func:`millpond.query.page.is_public`: no data), or any other request that carries
+        ``Bearer <token>`` (compared in constant time)."""
+        if not self.token or is_public(unquote(urlsplit(path).path)):
             return True
         scheme, _, given = (authorization or "").partition(" ")
         return scheme.lower() == "bearer" and hmac.compare_digest(
