@@ -4,12 +4,9 @@ continuation tokens."""
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 import time
-import urllib.error
-import urllib.request
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -22,18 +19,13 @@ from tests.kafka_util import (
     wait_for_line,
     write_properties,
 )
-from tests.query.processes import ENDPOINT
+from tests.query.processes import ENDPOINT, fetch
 
 
 def get(url: str, token: str | None = None) -> tuple[int, Any]:
     """(status, JSON body) of a GET (with the endpoint's ``token``, if given)."""
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    try:
-        with urllib.request.urlopen(urllib.request.Request(url, headers=headers),
-                                    timeout=30) as resp:
-            return resp.status, json.loads(resp.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
+    status, body, _ = fetch(url, token)
+    return status, body
 
 
 def endpoint(proc: subprocess.Popen[str]) -> str:
@@ -75,24 +67,6 @@ def wait_for_counts(base: str, partition: int, want: dict[str, int], timeout: fl
             assert got["missing"] == []
             return
     raise AssertionError(f"partition {partition} never answered the expected counts: {got}")
-
-
-def scan(base: str, url: str, answered: bool = True) -> tuple[list[tuple[str, int]], int]:
-    """Every entry of a scan through its continuation tokens, and the pages it took
-    (``answered=False``: nothing, 0 if a page is not answered 200)."""
-    out: list[tuple[str, int]] = []
-    pages = 0
-    token = None
-    while True:
-        status, body = get(url + (f"&next={token}" if token else ""))
-        if status != 200 and not answered:
-            return [], 0
-        assert status == 200, body
-        pages += 1
-        out += [(e["key"], e["value"]) for e in body["entries"]]
-        token = body["next"]
-        if token is None:
-            return out, pages
 
 
 def query_job(bootstrap: str, tmp_path: Path, prefix: str, partitions: int,

@@ -21,10 +21,13 @@ ENDPOINT = re.compile(r"query endpoint on (http://[\d.]+:\d+)/stores")
 PARTITIONS = 4
 
 
-def fetch(url: str) -> tuple[int, Any, str]:
-    """(status, JSON body, Millpond-Served-By) of a GET."""
+def fetch(url: str, token: str | None = None) -> tuple[int, Any, str]:
+    """(status, JSON body, Millpond-Served-By) of a GET (with the endpoint's ``token``, if
+    given)."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:
-        with urllib.request.urlopen(url, timeout=30) as resp:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers),
+                                    timeout=30) as resp:
             return resp.status, json.loads(resp.read()), resp.headers["Millpond-Served-By"]
     except urllib.error.HTTPError as exc:
         return exc.code, json.loads(exc.read()), exc.headers["Millpond-Served-By"]
@@ -60,14 +63,24 @@ def start(config: Path, process: int | None, env: dict[str, str] | None = None,
     return proc, out, found.group(1)
 
 
-def scan(url: str) -> list[tuple[str, int]]:
-    """Every entry of a scan through its continuation tokens."""
+def scan_pages(url: str, answered: bool = True) -> tuple[list[tuple[str, int]], int]:
+    """Every entry of a scan through its continuation tokens, and the pages it took
+    (``answered=False``: nothing, 0 if a page is not answered 200)."""
     out: list[tuple[str, int]] = []
+    pages = 0
     after = None
     while True:
         status, body, _ = fetch(url + (f"&next={after}" if after else ""))
+        if status != 200 and not answered:
+            return [], 0
         assert status == 200, body
+        pages += 1
         out += [(e["key"], e["value"]) for e in body["entries"]]
         after = body["next"]
         if after is None:
-            return out
+            return out, pages
+
+
+def scan(url: str) -> list[tuple[str, int]]:
+    """Every entry of a scan through its continuation tokens."""
+    return scan_pages(url)[0]

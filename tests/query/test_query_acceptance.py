@@ -21,10 +21,9 @@ from tests.kafka_util import (
     OutputLines,
     counting_job,
     create_topic,
-    start_job,
     write_properties,
 )
-from tests.query.processes import ENDPOINT, PARTITIONS, fetch, produce, scan
+from tests.query.processes import PARTITIONS, fetch, produce, scan, start
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -99,7 +98,6 @@ def test_three_processes_answer_a_100k_key_store_through_rebalances_restores_and
     users = sorted(expected)
     assert len(users) == KEYS
     procs: list[tuple[subprocess.Popen[str], OutputLines]] = []
-    bases: list[str] = []
 
     events = tmp_path / "restores.txt"
     events.touch()
@@ -113,13 +111,9 @@ def test_three_processes_answer_a_100k_key_store_through_rebalances_restores_and
                "systems.kafka.consumer.session.timeout.ms": 6000,
                "systems.kafka.consumer.group.instance.id": f"{name}-{n}",
                "task.restore.listener.class": "tests.jobs.two_stores.TimedRestoreListener"}))
-        proc = start_job(config, env={"MILLPOND_TEST_EVENTS": str(events),
-                                      "MILLPOND_TEST_RESTORE_START_DELAY": "4.0"})
-        out = OutputLines(proc)
+        proc, out, base = start(config, None, env={  # static: the config's instance id
+            "MILLPOND_TEST_EVENTS": str(events), "MILLPOND_TEST_RESTORE_START_DELAY": "4.0"})
         procs.append((proc, out))
-        lines = out.wait_for("the query endpoint", lambda ls: any(ENDPOINT.search(x) for x in ls))
-        base = next(m for x in lines if (m := ENDPOINT.search(x))).group(1)
-        bases.append(base)
         return base
 
     try:

@@ -26,10 +26,10 @@ from tests.query.helpers import (
     expected_by_partition,
     get,
     query_job,
-    scan,
     stop,
     wait_for_counts,
 )
+from tests.query.processes import scan_pages
 
 pytestmark = pytest.mark.kafka
 
@@ -51,13 +51,13 @@ def test_queries_answer_what_the_running_job_holds(kafka_bootstrap: str, tmp_pat
             "found": True})
         assert get(f"{base}/stores/counts/0/get?key={user}")[1]["found"] is False
         for p in (0, 1):  # pages of 7 cover the partition once, in key order
-            entries, pages = scan(base, f"{base}/stores/counts/{p}/range?limit=7")
+            entries, pages = scan_pages(f"{base}/stores/counts/{p}/range?limit=7")
             assert entries == sorted(want[p].items())
             assert pages == -(-len(want[p]) // 7)
             lo, hi = "user-1", "user-2"
-            ranged, _ = scan(base, f"{base}/stores/counts/{p}/range?from={lo}&to={hi}&limit=5")
+            ranged, _ = scan_pages(f"{base}/stores/counts/{p}/range?from={lo}&to={hi}&limit=5")
             assert ranged == sorted((u, n) for u, n in want[p].items() if lo <= u < hi)
-            prefixed, _ = scan(base, f"{base}/stores/counts/{p}/prefix?prefix=user-2&limit=4")
+            prefixed, _ = scan_pages(f"{base}/stores/counts/{p}/prefix?prefix=user-2&limit=4")
             assert prefixed == sorted((u, n) for u, n in want[p].items()
                                       if u.startswith("user-2"))
         status, body = get(f"{base}/stores/counts/2/get?key=user-2")
@@ -84,7 +84,7 @@ def test_a_restoring_partition_answers_503_with_its_progress(
         base = endpoint(proc)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:  # until the job has counted every record
-            entries, _ = scan(base, f"{base}/stores/counts/0/range?limit=10000", answered=False)
+            entries, _ = scan_pages(f"{base}/stores/counts/0/range?limit=10000", answered=False)
             if dict(entries) == expected:
                 break
         else:
@@ -114,7 +114,7 @@ def test_a_restoring_partition_answers_503_with_its_progress(
         assert progress["records"] > 0 and progress["remaining"] >= 0, progress
         assert "restoring its stores" in restoring[0]["error"]
         assert all(b["partition"] == 0 for b in restoring)
-        entries, _ = scan(base, f"{base}/stores/counts/0/range?limit=10000")
+        entries, _ = scan_pages(f"{base}/stores/counts/0/range?limit=10000")
         assert dict(entries) == dict(expected)
     finally:
         if proc.poll() is None:
@@ -141,15 +141,15 @@ def test_a_committed_query_sees_the_last_commit_not_what_was_processed_since(
         base = endpoint(proc)
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:  # until the job has processed every record
-            entries, _ = scan(base, f"{base}/stores/counts/0/range?limit=10000",
+            entries, _ = scan_pages(f"{base}/stores/counts/0/range?limit=10000",
                               answered=False)
             if dict(entries) == processed:
                 break
         else:
             raise AssertionError("the job did not process every record")
-        entries, _ = scan(base, f"{base}/stores/counts/0/range?limit=30&committed=1")
+        entries, _ = scan_pages(f"{base}/stores/counts/0/range?limit=30&committed=1")
         assert dict(entries) == committed
-        entries, _ = scan(base, f"{base}/stores/counts/range?limit=50&committed=1")  # fan-out
+        entries, _ = scan_pages(f"{base}/stores/counts/range?limit=50&committed=1")  # fan-out
         assert dict(entries) == committed
         assert get(f"{base}/stores/counts/get?key=user-007&committed=1")[1]["value"] == 1
         assert get(f"{base}/stores/counts/get?key=user-007")[1]["value"] == 3
