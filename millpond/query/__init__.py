@@ -1,7 +1,9 @@
 """Live queries of a running job's stores over HTTP (``job.query.address``).
 
-* :mod:`millpond.query.server`: the HTTP endpoint (stdlib ``ThreadingHTTPServer``), which
-  parses requests and renders answers on its own threads;
+* :mod:`millpond.query.server`: the HTTP endpoint: queries of a partition held here answered
+  on the run loop's thread, the rest (forwards, fan-outs, the page) on worker threads;
+* :mod:`millpond.query.wire`: HTTP/1.1 connections (httptools) served by whichever thread
+  pumps them, no thread per connection;
 * :mod:`millpond.query.mailbox`: hands each query to the run loop's thread and its answer
   back;
 * :mod:`millpond.query.reads`: answers a query from a task's stores (cache over engine),

@@ -1,6 +1,7 @@
-"""Handing queries from the HTTP threads to the run loop's thread and the answers back.
+"""Handing queries from the endpoint's worker threads to the run loop's thread and the answers
+back, and the run loop's hook that serves the endpoint's connections (:meth:`Mailbox.attach`).
 
-The server's threads only parse requests and render answers; every read of a store happens
+The workers only parse requests and render answers; every read of a store happens
 on the run loop's thread in :meth:`Mailbox.serve`, which the loop calls once per iteration
 (between two batches: nothing is half processed, nothing is being committed, no task opens
 or closes meanwhile). The loop pays one empty-deque check per iteration when nobody asks.
@@ -50,6 +51,8 @@ class Mailbox:
         self._lock = threading.Lock()  # orders ask() against state changes
         self._state = "the job is starting (waiting for Kafka, checking its topics)"
         self._serving = False
+        self._pump: Callable[[Directory], None] | None = None
+        self._served_at: float | None = None  # the run loop's last serve()
 
     # ---- the server's threads ---------------------------------------------------------
     def ask(self, query: Query) -> Answer:
@@ -66,6 +69,16 @@ class Mailbox:
                                      f"{self.timeout_s:g}s (committing, rebalancing or "
                                      "waiting for Kafka); try again"})
 
+    def attach(self, pump: Callable[[Directory], None]) -> None:
+        """``pump(directory)`` runs in each :meth:`serve`: the endpoint's connections served
+        on the run loop's thread (:meth:`millpond.query.server.QueryServer.pump`)."""
+        self._pump = pump
+
+    def served_within(self, seconds: float) -> bool:
+        """Whether the run loop served the mailbox in the last ``seconds``."""
+        at = self._served_at
+        return at is not None and self._serving and self._clock() - at < seconds
+
     # ---- the run loop's thread --------------------------------------------------------
     def open(self) -> None:
         """The run loop is running: queries are taken from now on."""
@@ -79,7 +92,11 @@ class Mailbox:
 
     def serve(self, directory: Directory) -> int:
         """Answer the waiting queries from ``directory``, oldest first, within this
-        iteration's budget (``max_queries``, ``budget_s``); how many were answered."""
+        iteration's budget (``max_queries``, ``budget_s``), then the endpoint's connections
+        (:meth:`attach`); how many queries of the mailbox were answered."""
+        self._served_at = self._clock()
+        if self._pump is not None:
+            self._pump(directory)
         queue = self._queue
         if not queue:
             return 0

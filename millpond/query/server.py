@@ -1,4 +1,4 @@
-"""The HTTP side of the query endpoint: stdlib ``ThreadingHTTPServer``, JSON in and out.
+"""The HTTP side of the query endpoint: JSON in and out over :mod:`millpond.query.wire`.
 
 Endpoints (every one a GET; ``<p>`` is a partition, i.e. the task ``Partition <p>``)::
 
@@ -24,13 +24,15 @@ store's key serde (:mod:`millpond.query.render`). Status codes: 400 for a malfor
 request, 401 without the endpoint's token when it has one (``job.query.token``: every
 request but the page at ``/`` carries ``Authorization: Bearer <token>``), 404 for an unknown store (naming the stores) or path, 503 when the partition's task
 is not open in this process (not assigned here, or still restoring: with the restore's
-progress) or the job is starting or stopping, or when the endpoint already serves
-``MAX_REQUESTS`` connections (answered at once, without a thread).
+progress) or the job is starting or stopping, or when ``MAX_REQUESTS`` requests already
+wait on worker threads (answered at once).
 
 The job's page (``/``) and its ``/status`` are :mod:`millpond.query.page`'s.
 
-The threads parse and render only; each query is answered on the run loop's thread
-(:mod:`millpond.query.mailbox`).
+Every read of a store happens on the run loop's thread: it serves the connections between
+two batches (:meth:`QueryServer.pump`) and answers a query of a partition held here at once;
+the worker threads (forwards, scans of every partition, the page) read through
+:mod:`millpond.query.mailbox`.
 """
 
 from __future__ import annotations
@@ -38,21 +40,21 @@ from __future__ import annotations
 import hmac
 import json
 import logging
-import socket
 import threading
-import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
 
+import orjson
+
 from millpond.query.errors import QueryError
 from millpond.query.mailbox import Mailbox
-from millpond.query.page import Reply, StatusPage, is_public
-from millpond.query.reads import Answer, Query, token, untoken
+from millpond.query.page import StatusPage, is_public
+from millpond.query.reads import Answer, Directory, Query, answer, token, untoken
 from millpond.query.render import BadKey, parse_key
 from millpond.query.routing import FORWARDED, SERVED_BY, Router, advertised_url, not_assigned
+from millpond.query.wire import Request, Wire, frame
 from millpond.serdes import Serde
 
 log = logging.getLogger("millpond.query")
@@ -61,11 +63,12 @@ DEFAULT_LIMIT = 100
 MAX_LIMIT = 10_000
 MAX_KEYS = 1_000
 FAN_OUT_THREADS = 16  # per request without a partition: partitions asked side by side
-MAX_REQUESTS = 32  # requests served at once (a thread each); above it: 503 at once
+MAX_REQUESTS = 32  # requests on worker threads at once; above it: 503 at once
+MAX_CONNECTIONS = 1024  # connections open at once; above it: 503 and closed
 IDLE_TIMEOUT_S = 10.0  # a connection silent this long (mid-request or kept alive) is closed
-BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-        b"Retry-After: 1\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s")
-STOP_JOIN_S = 5.0  # stop() waits at most this long for the connections' threads to end
+STALL_S = 0.25  # the run loop not pumping this long: the watchdog thread pumps instead
+WATCH_SELECT_S = 0.05  # the watchdog's wait for sockets, between checks for the run loop
+STOP_JOIN_S = 5.0  # stop() waits at most this long for the watchdog to end
 
 Serdes = Mapping[str, tuple[Serde[Any], Serde[Any]]]
 
@@ -170,57 +173,15 @@ def single(answer: Answer) -> Answer:
     return Answer(200, {**head, "key": body["missing"][0], "value": None, "found": False})
 
 
-class BoundedServer(ThreadingHTTPServer):
-    """A ``ThreadingHTTPServer`` with at most ``max_requests`` connections served at once:
-    one more is answered 503 on the accepting thread (a few bytes, at once) and closed,
-    instead of getting a thread of its own."""
-
-    daemon_threads = True
-    block_on_close = False
-
-    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler],
-                 max_requests: int) -> None:
-        super().__init__(address, handler)
-        self.max_requests = max_requests
-        self._slots = threading.BoundedSemaphore(max_requests)
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        """Serve ``request`` in a thread if a slot is free, else answer it 503 now."""
-        if not self._slots.acquire(blocking=False):
-            self._refuse(request)
-            return
-        try:
-            super().process_request(request, client_address)
-        except BaseException:
-            self._slots.release()  # no thread started: it would never give the slot back
-            raise
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        """Serve the connection, then give its slot back."""
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self._slots.release()
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """A connection that failed (the client went away): logged, not printed."""
-        log.debug("query connection from %s failed", client_address, exc_info=True)
-
-    def _refuse(self, request: Any) -> None:
-        body = json.dumps({"error": f"the endpoint is serving {self.max_requests} requests "
-                                    "already; try again"}).encode()
-        try:
-            request.settimeout(0.05)  # bounded: this is the accepting thread
-            request.recv(65536)  # the request, so closing does not reset the connection
-            request.sendall(BUSY % (len(body), body))
-        except OSError:
-            pass
-        self.shutdown_request(request)
-
-
 class QueryServer:
-    """The endpoint of one job process: parses on its threads, reads through ``mailbox``,
-    and with a ``router`` forwards what another process holds."""
+    """The endpoint of one job process. Its connections are served by the run loop's
+    thread between two batches (:meth:`pump`, called from :meth:`Mailbox.serve`), which
+    answers a query of a partition held here at once; what needs more (a forward to another
+    process, a scan of every partition, the page, ``/status``) goes to a worker thread
+    (at most ``max_requests`` at a time, else 503 at once), which reads through ``mailbox``
+    and, with a ``router``, forwards what another process holds. While the run loop has not
+    pumped for ``STALL_S`` (starting, restoring a big store, a long commit, stopping), a
+    watchdog thread pumps instead and hands every request to the workers."""
 
     def __init__(self, host: str, port: int, serdes: Serdes, mailbox: Mailbox,
                  router: Router | None = None, token: str | None = None,
@@ -230,25 +191,23 @@ class QueryServer:
         self.router = router
         self.token = token  # job.query.token: the bearer token requests need (see authorized)
         self.page: StatusPage | None = None  # the job's page and /status (query.page)
-        handler = type("Handler", (_Handler,), {"endpoint": self})
+        self.max_requests = max_requests
         try:
-            self._http = BoundedServer((host, port), handler, max_requests)
+            self._wire = Wire(host, port, self._on_request, max_connections=MAX_CONNECTIONS,
+                              idle_timeout_s=IDLE_TIMEOUT_S)
         except OSError as exc:
             raise QueryError(f"job.query.address: cannot listen on {host}:{port}: "
                              f"{exc.strerror or exc}") from exc
+        self._workers = ThreadPoolExecutor(max_requests, thread_name_prefix="millpond-query")
+        self._slots = threading.BoundedSemaphore(max_requests)
+        self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
-        # Each open connection's socket and thread: stop() ends them before the process
-        # does. A daemon thread still running at interpreter exit is killed (pthread_exit)
-        # wherever it is, and one inside a Rust extension (the murmur2 hash of a routed
-        # get) aborts the whole process: a bounded job serving queries exited -6.
-        self._conns: dict[threading.Thread, socket.socket] = {}
-        self._conns_lock = threading.Lock()
+        mailbox.attach(self.pump)
 
     @property
     def address(self) -> tuple[str, int]:
         """(host, port) it listens on (the port the OS picked for port 0)."""
-        host, port = self._http.server_address[:2]
-        return str(host), int(port)
+        return self._wire.address
 
     @property
     def url(self) -> str:
@@ -256,41 +215,119 @@ class QueryServer:
         return advertised_url(*self.address)
 
     def start(self) -> None:
-        """Serve in a daemon thread."""
-        self._thread = threading.Thread(target=self._http.serve_forever, args=(0.1,),
-                                        name="millpond-query", daemon=True)
+        """Serve: the watchdog thread until the run loop pumps."""
+        self._thread = threading.Thread(target=self._watch, name="millpond-query", daemon=True)
         self._thread.start()
         host, port = self.address
         log.info("query endpoint on http://%s:%d/stores", host, port)
 
     def stop(self) -> None:
         """Answer waiting queries 503, stop serving, close the socket and every open
-        (keep-alive) connection, and wait (at most STOP_JOIN_S) for their threads to end."""
+        (keep-alive) connection, and wait (at most STOP_JOIN_S) for the threads to end."""
         self.mailbox.close()
+        self._stopped.set()
         if self._thread is not None:
-            self._http.shutdown()
-            self._thread.join(5)
-        self._http.server_close()
-        with self._conns_lock:
-            conns = list(self._conns.items())
-        for _, conn in conns:
+            self._thread.join(STOP_JOIN_S)
+        self._workers.shutdown(wait=True, cancel_futures=True)  # each bounded: forwards time out
+        with self._wire.lock:
+            self._wire.close()
+
+    def pump(self, directory: Directory | None) -> None:
+        """Serve the connections now, on the calling thread (the run loop's, with the
+        ``directory`` of its open tasks); skipped while the watchdog is pumping."""
+        if self._wire.lock.acquire(blocking=False):
             try:
-                conn.shutdown(socket.SHUT_RDWR)  # its thread reads EOF and ends
-            except OSError:
-                pass  # already closed by the client
-        deadline = time.monotonic() + STOP_JOIN_S
-        for thread, _ in conns:
-            thread.join(max(0.0, deadline - time.monotonic()))
+                self._wire.pump(0.0, directory)
+            finally:
+                self._wire.lock.release()
 
-    def opened(self, conn: socket.socket) -> None:
-        """A connection's thread starts serving it."""
-        with self._conns_lock:
-            self._conns[threading.current_thread()] = conn
+    def _watch(self) -> None:
+        """Pump while the run loop does not: before it runs, while it is stalled, after it."""
+        while not self._stopped.is_set():
+            if self.mailbox.served_within(STALL_S):
+                self._stopped.wait(STALL_S / 2)
+                continue
+            with self._wire.lock:
+                if not self._stopped.is_set():
+                    self._wire.pump(WATCH_SELECT_S, None)
 
-    def closed(self) -> None:
-        """A connection's thread is done with it."""
-        with self._conns_lock:
-            self._conns.pop(threading.current_thread(), None)
+    def _on_request(self, request: Request, directory: Directory | None) -> bytes | None:
+        """The response to ``request`` now, or None when a worker answers it
+        (``directory``: the run loop's, when it is the one pumping)."""
+        if request.method != "GET":
+            return frame(405, "application/json",
+                         b'{"error": "only GET is served here"}', [("Allow", "GET")])
+        path = request.path
+        if not self.authorized(path, request.headers.get("authorization")):
+            return _unauthorized()
+        if directory is not None:  # the run loop's thread: a query it can answer now
+            quick = self._inline(path, FORWARDED.lower() in request.headers, directory)
+            if quick is not None:
+                return _response(*quick)
+        if not self._slots.acquire(blocking=False):
+            body = json.dumps({"error": f"the endpoint is serving {self.max_requests} "
+                                        "requests already; try again"}).encode()
+            return frame(503, "application/json", body, [("Retry-After", "1")])
+        try:
+            self._workers.submit(self._work, request)
+        except RuntimeError:  # stopping: no new work
+            self._slots.release()
+            return frame(503, "application/json", b'{"error": "the job is stopping"}',
+                         close=True)
+        return None
+
+    def _work(self, request: Request) -> None:
+        """A worker's request: answered with the blocking paths, handed back to the wire."""
+        try:
+            page = self.page
+            reply = page.serve(request.path) if page is not None else None
+            if reply is not None:  # the page, its files or /status
+                data = frame(reply.status, reply.content_type, reply.body,
+                             [(SERVED_BY, self.url)])
+            else:
+                try:
+                    answer_, served_by = self.handle(
+                        request.path, forwarded=FORWARDED.lower() in request.headers)
+                except Exception as exc:  # noqa: BLE001 - one bad request, answered 500
+                    log.warning("query %s failed: %s", request.path, exc, exc_info=True)
+                    answer_ = Answer(500, {"error": f"{type(exc).__name__}: {exc}"})
+                    served_by = self.url
+                data = _response(answer_, served_by)
+        finally:
+            self._slots.release()
+        self._wire.respond(request, data)
+
+    def _inline(self, path: str, forwarded: bool,
+                directory: Directory) -> tuple[Answer, str] | None:
+        """A query of one partition held here (or a routed get whose key is), answered on
+        the run loop's thread; None for anything else (a worker's)."""
+        parts = urlsplit(path)
+        segments = [unquote(s) for s in parts.path.strip("/").split("/") if s]
+        if len(segments) == 3 and segments[0] == "stores" and segments[2] == "get" \
+                and self.router is not None and segments[1] in self.serdes:
+            texts = parse_qs(parts.query, keep_blank_values=True).get("key", [])
+            if len(texts) != 1:
+                return None
+            try:
+                partition = self.router.partition(parse_key(self.serdes[segments[1]][0],
+                                                            texts[0]))
+            except (BadKey, ValueError, LookupError):
+                return None  # the worker's path answers the error
+            path = f"/stores/{quote(segments[1], safe='')}/{partition}/get?{parts.query}"
+            forwarded = False
+        elif len(segments) != 4 or segments[0] != "stores":
+            return None
+        parsed = parse_request(path, self.serdes)
+        if isinstance(parsed, Answer):
+            return parsed, self.url
+        shape = single if urlsplit(path).path.rstrip("/").endswith("/get") else _same
+        try:
+            got = shape(answer(parsed, directory))
+        except Exception as exc:  # noqa: BLE001 - a bad read must not stop the job
+            got = Answer(500, {"error": f"{type(exc).__name__}: {exc}"})
+        if forwarded or self.router is None or not not_assigned(got):
+            return got, self.url
+        return None  # held elsewhere: a worker forwards it
 
     def authorized(self, path: str, authorization: str | None) -> bool:
         """Whether a request of ``path`` with this ``Authorization`` header may be answered:
@@ -450,60 +487,17 @@ def _same(answer: Answer) -> Answer:
     return answer
 
 
-class _Handler(BaseHTTPRequestHandler):
-    endpoint: QueryServer
-    protocol_version = "HTTP/1.1"
-    server_version = "millpond-query"
-    timeout = IDLE_TIMEOUT_S  # a slow or idle client gives its slot back
+def _response(answer_: Answer, served_by: str) -> bytes:
+    """An answer as a JSON response naming the endpoint(s) that gave it."""
+    try:
+        body = orjson.dumps(answer_.body)
+    except (TypeError, orjson.JSONEncodeError):  # e.g. an integer over 64 bits
+        body = json.dumps(answer_.body, ensure_ascii=False).encode()
+    return frame(answer_.status, "application/json", body, [(SERVED_BY, served_by)])
 
-    def setup(self) -> None:
-        super().setup()
-        self.endpoint.opened(self.connection)
 
-    def finish(self) -> None:
-        try:
-            super().finish()
-        finally:
-            self.endpoint.closed()
-
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
-        if not self.endpoint.authorized(self.path, self.headers.get("Authorization")):
-            self._unauthorized()
-            return
-        page = self.endpoint.page
-        reply = page.serve(self.path) if page is not None else None
-        if reply is not None:  # the page, its files or /status
-            self._send(reply, self.endpoint.url)
-            return
-        try:
-            answer, served_by = self.endpoint.handle(
-                self.path, forwarded=self.headers.get(FORWARDED) is not None)
-        except Exception as exc:  # noqa: BLE001 - one bad request must not kill the thread
-            log.warning("query %s failed: %s", self.path, exc, exc_info=True)
-            answer = Answer(500, {"error": f"{type(exc).__name__}: {exc}"})
-            served_by = self.endpoint.url
-        self._send(Reply(answer.status, "application/json",
-                         json.dumps(answer.body, ensure_ascii=False).encode()), served_by)
-
-    def _send(self, reply: Reply, served_by: str) -> None:
-        self.send_response(reply.status)
-        self.send_header("Content-Type", reply.content_type)
-        self.send_header("Content-Length", str(len(reply.body)))
-        self.send_header("Cache-Control", "no-store")
-        self.send_header(SERVED_BY, served_by)
-        self.end_headers()
-        self.wfile.write(reply.body)
-
-    def _unauthorized(self) -> None:
-        """401: the request lacks the endpoint's token (job.query.token)."""
-        data = json.dumps({"error": "this endpoint needs its token (job.query.token): "
-                                    "Authorization: Bearer <token>"}).encode()
-        self.send_response(401)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.send_header("WWW-Authenticate", 'Bearer realm="millpond"')
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-        log.debug("%s " + format, self.address_string(), *args)
+def _unauthorized() -> bytes:
+    """401: the request lacks the endpoint's token (job.query.token)."""
+    body = json.dumps({"error": "this endpoint needs its token (job.query.token): "
+                                "Authorization: Bearer <token>"}).encode()
+    return frame(401, "application/json", body, [("WWW-Authenticate", 'Bearer realm="millpond"')])

@@ -244,43 +244,55 @@ def test_a_token_guards_every_data_request_and_travels_with_forwards() -> None:
         assert fetch(f"{open_.url}/stores/counts/0/get?key={k0}")[1]["value"] == 10
 
 
-def test_over_its_bound_the_endpoint_answers_503_at_once_without_a_thread() -> None:
-    server = QueryServer("127.0.0.1", 0, SERDES, Mailbox(timeout_s=5), max_requests=2)
+def _endpoint_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("millpond-query")]
+
+
+def test_connections_hold_no_thread_and_over_its_bound_a_request_is_503_at_once() -> None:
+    """Connections cost no thread: 50 idle ones and two half-sent requests hold nothing. The
+    bound is on requests waiting on worker threads (here for a run loop that does not come):
+    one more is answered 503 at once, and served again once they are answered."""
+    mailbox = Mailbox(timeout_s=5)
+    server = QueryServer("127.0.0.1", 0, SERDES, mailbox, max_requests=2)
     server.start()
-    held = []
+    held: list[socket.socket] = []
     try:
-        for _ in range(2):  # two clients that send half a request and wait: two threads
-            conn = socket.create_connection(server.address, timeout=10)
-            conn.sendall(b"GET /stores HTTP/1.1\r\nHost: x\r\n")
-            held.append(conn)
+        for _ in range(50):
+            held.append(socket.create_connection(server.address, timeout=10))
+        for conn in held[:2]:
+            conn.sendall(b"GET /stores HTTP/1.1\r\nHost: x\r\n")  # half a request each
+        assert fetch(f"{server.url}/stores")[:2] == (200, {"stores": ["counts"]})
+        assert len(_endpoint_threads()) <= 1 + 1  # the watchdog, the one worker so far
+        mailbox.open()  # the run loop runs, but does not serve yet: gets wait for it
+        for conn in held[2:4]:
+            conn.sendall(b"GET /stores/counts/0/get?key=a HTTP/1.1\r\nHost: x\r\n\r\n")
         started = time.monotonic()
-        deadline = started + 10
-        while True:  # until both held connections have their threads (a bounded wait)
+        while True:  # until both gets occupy their workers (bounded)
             status, body, _ = fetch(f"{server.url}/stores")
-            if status == 503 or time.monotonic() > deadline:
+            if status == 503 or time.monotonic() - started > 4:
                 break
         assert status == 503 and "serving 2 requests" in body["error"], body
-        assert time.monotonic() - started < 5
-        assert fetch(f"{server.url}/stores")[0] == 503  # refused on the accepting thread:
-        assert len([t for t in threading.enumerate()  # the held two have the only threads
-                    if "process_request_thread" in t.name]) == 2
-        for conn in held:
-            conn.sendall(b"\r\n")  # the held requests complete and give their slots back
-            assert b"200 OK" in conn.recv(4096)
-            conn.close()
+        assert time.monotonic() - started < 4
+        mailbox.serve(Holds({0: {"a": 7}}))  # the run loop comes: both gets are answered
+        for conn in held[2:4]:
+            got = b""
+            while b"}" not in got:
+                got += conn.recv(4096)
+            assert got.startswith(b"HTTP/1.1 200 OK") and b'"value":7' in got, got
         deadline = time.monotonic() + 10
         while (status := fetch(f"{server.url}/stores")[0]) != 200:
             assert time.monotonic() < deadline, status
+        assert len(_endpoint_threads()) <= 1 + 2
     finally:
         for conn in held:
             conn.close()
         server.stop()
 
 
-def test_stop_ends_every_keep_alive_connection_and_its_thread() -> None:
-    """A client's keep-alive connection holds a thread: stop() closes it and waits for the
-    thread, so no daemon thread of the endpoint outlives the job (one killed at interpreter
-    exit inside the murmur2 extension aborted a bounded job, exit -6)."""
+def test_stop_ends_every_keep_alive_connection_and_its_threads() -> None:
+    """stop() closes the clients' keep-alive connections and waits for the endpoint's
+    threads, so none outlives the job (a daemon thread killed at interpreter exit inside the
+    murmur2 extension aborted a bounded job, exit -6)."""
     import http.client
 
     server = QueryServer("127.0.0.1", 0, SERDES, Mailbox())
@@ -291,7 +303,8 @@ def test_stop_ends_every_keep_alive_connection_and_its_thread() -> None:
     response = conn.getresponse()
     response.read()
     assert response.status == 200 and response.getheader("Connection") != "close"
-    (thread,) = list(server._conns)  # the connection's thread, waiting for its next request
+    assert _endpoint_threads()
     server.stop()
-    assert not thread.is_alive() and not server._conns
+    assert conn.sock is not None and conn.sock.recv(1) == b""  # closed by the endpoint
+    assert not [t for t in _endpoint_threads() if t.is_alive()]
     conn.close()

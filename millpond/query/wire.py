@@ -1,0 +1,362 @@
+"""HTTP/1.1 connections served by whichever thread calls :meth:`Wire.pump`, no thread each.
+
+Why not a thread per connection (the stdlib ``ThreadingHTTPServer`` this replaced): the job's
+run loop is CPU-bound Python, and every hand-over between it and a request's thread waits for
+the GIL (up to the 5 ms switch interval) and costs a forced switch. At 1,000 gets/s that took
+40-70% of a count job's throughput (benchmarks/results.md, issue #33). Here the run loop
+itself calls ``pump`` between two batches: one ``select`` with no wait, then each complete
+request answered on its own thread, no lock handed over and no thread woken.
+
+Requests are parsed by ``httptools`` (the C parser uvicorn uses, llhttp: the HTTP framing,
+chunked bodies and malformed input handled by a well-kept library); this module keeps the
+connections: accepting, reading, keep-alive, the order of answers on a connection, writing
+what the socket did not take at once, and closing idle ones.
+
+``on_request(request, context)`` answers a request with the bytes of a whole response, or
+``None`` to answer it later from any thread with :meth:`Wire.respond` (a connection waits for
+that answer before its next request is handed on: answers keep their requests' order).
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import selectors
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from typing import Any
+
+import httptools
+
+log = logging.getLogger("millpond.query")
+
+MAX_HEAD = 64 * 1024  # a request's line and headers; more is answered 431 and closed
+RECV = 64 * 1024
+SWEEP_EVERY_S = 1.0  # how often idle connections are looked for
+
+
+def frame(status: int, content_type: str, body: bytes,
+          headers: Iterable[tuple[str, str]] = (), close: bool = False) -> bytes:
+    """A whole HTTP/1.1 response."""
+    try:
+        reason = HTTPStatus(status).phrase
+    except ValueError:
+        reason = ""
+    lines = [f"HTTP/1.1 {status} {reason}", f"Content-Type: {content_type}",
+             f"Content-Length: {len(body)}", "Cache-Control: no-store"]
+    lines += [f"{name}: {value}" for name, value in headers]
+    if close:
+        lines.append("Connection: close")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+
+
+def _error(status: int, message: str) -> bytes:
+    body = json.dumps({"error": message}).encode()
+    return frame(status, "application/json", body, close=True)
+
+
+@dataclass
+class Request:
+    """One parsed request: ``headers`` by lower-case name."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    keep_alive: bool
+    conn: _Conn = field(repr=False)
+
+
+class _Conn:
+    """One client connection and the parser reading it (httptools calls the ``on_*``)."""
+
+    def __init__(self, sock: socket.socket, now: float) -> None:
+        self.sock = sock
+        self.parser = httptools.HttpRequestParser(self)
+        self.requests: collections.deque[Request] = collections.deque()
+        self.out = bytearray()
+        self.waiting = False  # a request of it is being answered elsewhere (respond())
+        self.closing = False  # close once ``out`` is written
+        self.closed = False
+        self.last = now
+        self._url = bytearray()
+        self._headers: dict[str, str] = {}
+        self._head = 0  # bytes of the current request's head so far
+
+    # httptools' callbacks
+    def on_message_begin(self) -> None:
+        self._url.clear()
+        self._headers = {}
+        self._head = 0
+
+    def on_url(self, url: bytes) -> None:
+        self._url += url
+        self._head += len(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._head += len(name) + len(value)
+        self._headers[name.decode("latin-1").lower()] = value.decode("latin-1")
+
+    def on_message_complete(self) -> None:
+        self.requests.append(Request(
+            self.parser.get_method().decode("latin-1"), self._url.decode("latin-1"),
+            self._headers, bool(self.parser.should_keep_alive()), self))
+
+    @property
+    def head_too_big(self) -> bool:
+        return self._head > MAX_HEAD
+
+
+class Wire:
+    """A listening socket and its connections, served by :meth:`pump` calls (one thread at a
+    time: the caller holds :attr:`lock`)."""
+
+    def __init__(self, host: str, port: int,
+                 on_request: Callable[[Request, Any], bytes | None],
+                 max_connections: int = 1024, idle_timeout_s: float = 10.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.on_request = on_request
+        self.max_connections = max_connections
+        self.idle_timeout_s = idle_timeout_s
+        self.lock = threading.Lock()  # whoever pumps holds it
+        self._clock = clock
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self._listener = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            self._listener.bind((host, port))
+            self._listener.listen(128)
+        except OSError:
+            self._listener.close()
+            raise
+        self._listener.setblocking(False)
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self._listener, selectors.EVENT_READ, "listen")
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._selector.register(self._wake_r, selectors.EVENT_READ, "wake")
+        self._conns: set[_Conn] = set()
+        self._ready: collections.deque[_Conn] = collections.deque()  # requests to hand on
+        self._answered: collections.deque[tuple[Request, bytes]] = collections.deque()
+        self._closed = False
+        self._swept = clock()
+
+    @property
+    def address(self) -> tuple[str, int]:
+        host, port = self._listener.getsockname()[:2]
+        return str(host), int(port)
+
+    @property
+    def connections(self) -> int:
+        return len(self._conns)
+
+    # ---- any thread ---------------------------------------------------------------------
+    def respond(self, request: Request, data: bytes) -> None:
+        """The answer to a request ``on_request`` left for later; written by the next pump."""
+        if self._closed:
+            return
+        self._answered.append((request, data))
+        try:
+            self._wake_w.send(b"\0")  # a pump waiting in select() returns now
+        except OSError:
+            pass  # the wake socket is full: a pump is due anyway
+
+    # ---- the pumping thread -------------------------------------------------------------
+    def pump(self, timeout: float, context: Any = None, max_requests: int = 64) -> int:
+        """Serve what is ready now (waiting at most ``timeout`` s for something to be): new
+        connections, requests read and answered (at most ``max_requests`` handed to
+        ``on_request``, the rest left for the next pump), answers written. How many requests
+        were handed on."""
+        if self._closed:
+            return 0
+        now = self._clock()
+        for key, mask in self._selector.select(0 if self._ready or self._answered
+                                               else timeout):
+            if key.data == "listen":
+                self._accept(now)
+            elif key.data == "wake":
+                try:
+                    while self._wake_r.recv(4096):
+                        pass
+                except OSError:
+                    pass
+            else:
+                conn: _Conn = key.data
+                if mask & selectors.EVENT_WRITE:
+                    self._write(conn)
+                if mask & selectors.EVENT_READ and not conn.closed:
+                    self._read(conn, now)
+        while self._answered:
+            request, data = self._answered.popleft()
+            conn = request.conn
+            conn.waiting = False
+            if conn.closed:
+                continue
+            conn.out += data
+            conn.last = now
+            if not request.keep_alive:
+                conn.closing = True
+                conn.requests.clear()
+            self._write(conn)
+            if conn.requests and not conn.closed:
+                self._ready.append(conn)
+        handed = self._hand_on(context, max_requests)
+        if now - self._swept >= SWEEP_EVERY_S:
+            self._sweep(now)
+        return handed
+
+    def close(self) -> None:
+        """Close the listening socket and every connection; later answers are dropped."""
+        self._closed = True
+        for conn in list(self._conns):
+            self._drop(conn)
+        for sock in (self._listener, self._wake_r, self._wake_w):
+            try:
+                self._selector.unregister(sock)
+            except (KeyError, ValueError):
+                pass
+            sock.close()
+        self._selector.close()
+
+    def _accept(self, now: float) -> None:
+        for _ in range(64):
+            try:
+                sock, _ = self._listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:  # out of descriptors: leave it in the backlog
+                log.warning("query endpoint: accept failed: %s", exc)
+                return
+            sock.setblocking(False)
+            if len(self._conns) >= self.max_connections:
+                try:
+                    sock.send(_error(503, f"the endpoint has {self.max_connections} "
+                                          "connections open already; try again"))
+                except OSError:
+                    pass
+                sock.close()
+                continue
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            conn = _Conn(sock, now)
+            self._conns.add(conn)
+            self._selector.register(sock, selectors.EVENT_READ, conn)
+
+    def _read(self, conn: _Conn, now: float) -> None:
+        try:
+            data = conn.sock.recv(RECV)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self._drop(conn)
+            return
+        if not data:  # the client is done sending: finish what it asked, then close
+            conn.closing = True
+            self._write(conn)
+            return
+        conn.last = now
+        if conn.closing:
+            return  # after a Connection: close request, nothing more is read
+        try:
+            conn.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._fail(conn, 400, "upgrades are not served here")
+            return
+        except httptools.HttpParserError as exc:
+            self._fail(conn, 400, f"malformed HTTP request: {exc}")
+            return
+        if conn.head_too_big:
+            self._fail(conn, 431, f"request head over {MAX_HEAD} bytes")
+            return
+        if conn.requests and not conn.waiting:
+            self._ready.append(conn)
+
+    def _hand_on(self, context: Any, max_requests: int) -> int:
+        handed = 0
+        while self._ready and handed < max_requests:
+            conn = self._ready.popleft()
+            while conn.requests and not conn.waiting and not conn.closed:
+                request = conn.requests.popleft()
+                handed += 1
+                try:
+                    data = self.on_request(request, context)
+                except Exception as exc:  # noqa: BLE001 - one bad request must not stop it
+                    log.warning("query %s failed: %s", request.path, exc, exc_info=True)
+                    data = _error(500, f"{type(exc).__name__}: {exc}")
+                if data is None:
+                    conn.waiting = True
+                    break
+                conn.out += data
+                if not request.keep_alive:
+                    conn.closing = True
+                    conn.requests.clear()
+                if handed >= max_requests:
+                    break
+            self._write(conn)
+            if conn.requests and not conn.waiting and not conn.closed:
+                self._ready.append(conn)  # over this pump's share: the next pump goes on
+        return handed
+
+    def _write(self, conn: _Conn) -> None:
+        """Send what the socket takes now; the rest when it is writable again."""
+        if conn.closed:
+            return
+        if conn.out:
+            try:
+                sent = conn.sock.send(conn.out)
+            except (BlockingIOError, InterruptedError):
+                sent = 0
+            except OSError:
+                self._drop(conn)
+                return
+            del conn.out[:sent]
+        if not conn.out and conn.closing and not conn.waiting and not conn.requests:
+            self._drop(conn)
+            return
+        self._watch(conn)
+
+    def _watch(self, conn: _Conn) -> None:
+        """Select on what ``conn`` waits for: reads unless it is closing, writes while
+        ``out`` holds bytes the socket did not take."""
+        events = (0 if conn.closing else selectors.EVENT_READ) | \
+            (selectors.EVENT_WRITE if conn.out else 0)
+        key = self._selector.get_map().get(conn.sock)
+        if not events:
+            if key is not None:
+                self._selector.unregister(conn.sock)
+        elif key is None:
+            self._selector.register(conn.sock, events, conn)
+        elif key.events != events:
+            self._selector.modify(conn.sock, events, conn)
+
+    def _fail(self, conn: _Conn, status: int, message: str) -> None:
+        conn.requests.clear()
+        conn.closing = True
+        if conn.waiting:  # its earlier request's answer goes first; this one is dropped
+            return
+        conn.out += _error(status, message)
+        self._write(conn)
+
+    def _sweep(self, now: float) -> None:
+        self._swept = now
+        for conn in list(self._conns):
+            if not conn.waiting and now - conn.last > self.idle_timeout_s:
+                self._drop(conn)  # silent (or slow) this long, mid-request or kept alive
+
+    def _drop(self, conn: _Conn) -> None:
+        if conn.closed:
+            return
+        conn.closed = True
+        self._conns.discard(conn)
+        try:
+            self._selector.unregister(conn.sock)
+        except (KeyError, ValueError):
+            pass
+        try:
+            conn.sock.close()
+        except OSError:
+            pass
