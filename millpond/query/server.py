@@ -198,6 +198,7 @@ class QueryServer:
         except OSError as exc:
             raise QueryError(f"job.query.address: cannot listen on {host}:{port}: "
                              f"{exc.strerror or exc}") from exc
+        self._url = advertised_url(*self._wire.address)  # in every answer: asked once
         self._workers = ThreadPoolExecutor(max_requests, thread_name_prefix="millpond-query")
         self._slots = threading.BoundedSemaphore(max_requests)
         self._stopped = threading.Event()
@@ -212,7 +213,7 @@ class QueryServer:
     @property
     def url(self) -> str:
         """The URL this endpoint publishes (``*`` for a wildcard host)."""
-        return advertised_url(*self.address)
+        return self._url
 
     def start(self) -> None:
         """Serve: the watchdog thread until the run loop pumps."""

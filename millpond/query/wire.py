@@ -85,30 +85,29 @@ class _Conn:
         self.last = now
         self._url = bytearray()
         self._headers: dict[str, str] = {}
-        self._head = 0  # bytes of the current request's head so far
+        self.unparsed = 0  # bytes fed since the last complete request
 
     # httptools' callbacks
     def on_message_begin(self) -> None:
         self._url.clear()
         self._headers = {}
-        self._head = 0
 
     def on_url(self, url: bytes) -> None:
         self._url += url
-        self._head += len(url)
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._head += len(name) + len(value)
         self._headers[name.decode("latin-1").lower()] = value.decode("latin-1")
 
     def on_message_complete(self) -> None:
+        self.unparsed = 0
         self.requests.append(Request(
             self.parser.get_method().decode("latin-1"), self._url.decode("latin-1"),
             self._headers, bool(self.parser.should_keep_alive()), self))
 
     @property
     def head_too_big(self) -> bool:
-        return self._head > MAX_HEAD
+        """More than MAX_HEAD bytes without a complete request (a GET has no body)."""
+        return self.unparsed > MAX_HEAD
 
 
 class Wire:
@@ -261,6 +260,7 @@ class Wire:
         conn.last = now
         if conn.closing:
             return  # after a Connection: close request, nothing more is read
+        conn.unparsed += len(data)
         try:
             conn.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -287,6 +287,8 @@ class Wire:
                 except Exception as exc:  # noqa: BLE001 - one bad request must not stop it
                     log.warning("query %s failed: %s", request.path, exc, exc_info=True)
                     data = _error(500, f"{type(exc).__name__}: {exc}")
+                    conn.closing = True  # the answer says Connection: close
+                    conn.requests.clear()
                 if data is None:
                     conn.waiting = True
                     break
