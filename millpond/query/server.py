@@ -41,6 +41,7 @@ import hmac
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -203,6 +204,8 @@ class QueryServer:
         self._slots = threading.BoundedSemaphore(max_requests)
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
+        self.pumped = 0  # requests the run loop's pumps handed on
+        self.pump_cpu_s = 0.0  # the run loop's thread's CPU seconds in them
         mailbox.attach(self.pump)
 
     @property
@@ -232,15 +235,19 @@ class QueryServer:
         self._workers.shutdown(wait=True, cancel_futures=True)  # each bounded: forwards time out
         with self._wire.lock:
             self._wire.close()
+        log.info("query endpoint stopped: the run loop served %d requests in %.3f CPU s",
+                 self.pumped, self.pump_cpu_s)
 
     def pump(self, directory: Directory | None) -> None:
         """Serve the connections now, on the calling thread (the run loop's, with the
         ``directory`` of its open tasks); skipped while the watchdog is pumping."""
         if self._wire.lock.acquire(blocking=False):
+            began = time.thread_time()
             try:
-                self._wire.pump(0.0, directory)
+                self.pumped += self._wire.pump(0.0, directory)
             finally:
                 self._wire.lock.release()
+                self.pump_cpu_s += time.thread_time() - began
 
     def _watch(self) -> None:
         """Pump while the run loop does not: before it runs, while it is stalled, after it."""
