@@ -1,7 +1,7 @@
 """Handing queries from the endpoint's worker threads to the run loop's thread and the answers
 back, and the run loop's hook that serves the endpoint's connections (:meth:`Mailbox.attach`).
 
-The workers only parse requests and render answers; every read of a store happens
+The workers route requests and render answers; every read of a store happens
 on the run loop's thread in :meth:`Mailbox.serve`, which the loop calls once per iteration
 (between two batches: nothing is half processed, nothing is being committed, no task opens
 or closes meanwhile). The loop pays one empty-deque check per iteration when nobody asks.
@@ -20,7 +20,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from millpond.query.reads import Answer, Directory, Query, answer
+from millpond.query.reads import Answer, Directory, Query, answer_safely
 
 DEFAULT_TIMEOUT_S = 5.0
 MAX_QUERIES = 64  # queries answered per run loop iteration at most
@@ -106,10 +106,7 @@ class Mailbox:
             pending = queue.popleft()
             if pending.abandoned:
                 continue
-            try:
-                pending.answer = answer(pending.query, directory)
-            except Exception as exc:  # noqa: BLE001 - a bad read must not stop the job
-                pending.answer = Answer(500, {"error": f"{type(exc).__name__}: {exc}"})
+            pending.answer = answer_safely(pending.query, directory)
             pending.done.set()
             n += 1
         return n

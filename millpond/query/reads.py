@@ -150,6 +150,15 @@ def untoken(text: str) -> bytes:
         raise ValueError(f"{text!r:.40} is not a continuation token") from exc
 
 
+def answer_safely(query: Query, directory: Directory) -> Answer:
+    """:func:`answer`, with a read that fails answered 500 instead of raised: it runs on the
+    run loop's thread, and a bad read must not stop the job."""
+    try:
+        return answer(query, directory)
+    except Exception as exc:  # noqa: BLE001 - answered, the job carries on
+        return Answer(500, {"error": f"{type(exc).__name__}: {exc}"})
+
+
 def answer(query: Query, directory: Directory) -> Answer:
     """The answer to ``query`` from this process's tasks now."""
     where = directory.locate(query.partition)

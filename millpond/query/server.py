@@ -52,7 +52,7 @@ import orjson
 from millpond.query.errors import QueryError
 from millpond.query.mailbox import Mailbox
 from millpond.query.page import StatusPage, is_public
-from millpond.query.reads import Answer, Directory, Query, answer, token, untoken
+from millpond.query.reads import Answer, Directory, Query, answer_safely, token, untoken
 from millpond.query.render import BadKey, parse_key
 from millpond.query.routing import FORWARDED, SERVED_BY, Router, advertised_url, not_assigned
 from millpond.query.wire import Request, Wire, frame
@@ -317,23 +317,16 @@ class QueryServer:
             if len(texts) != 1:
                 return None
             try:
-                partition = self.router.partition(parse_key(self.serdes[segments[1]][0],
-                                                            texts[0]))
+                partition = self._key_partition(segments[1], texts[0])
             except (BadKey, ValueError, LookupError):
                 return None  # the worker's path answers the error
             path = f"/stores/{quote(segments[1], safe='')}/{partition}/get?{parts.query}"
             forwarded = False
         elif len(segments) != 4 or segments[0] != "stores":
             return None
-        parsed = parse_request(path, self.serdes)
-        if isinstance(parsed, Answer):
-            return parsed, self.url
-        shape = single if urlsplit(path).path.rstrip("/").endswith("/get") else _same
-        try:
-            got = shape(answer(parsed, directory))
-        except Exception as exc:  # noqa: BLE001 - a bad read must not stop the job
-            got = Answer(500, {"error": f"{type(exc).__name__}: {exc}"})
-        if forwarded or self.router is None or not not_assigned(got):
+        parsed, _, got = _read_here(path, self.serdes,
+                                    lambda query: answer_safely(query, directory))
+        if parsed is None or forwarded or self.router is None or not not_assigned(got):
             return got, self.url
         return None  # held elsewhere: a worker forwards it
 
@@ -358,14 +351,16 @@ class QueryServer:
         return self._at_partition(path, forwarded)
 
     def _at_partition(self, path: str, forwarded: bool) -> tuple[Answer, str]:
-        parsed = parse_request(path, self.serdes)
-        if isinstance(parsed, Answer):
-            return parsed, self.url
-        shape = single if urlsplit(path).path.rstrip("/").endswith("/get") else _same
-        got = shape(self.mailbox.ask(parsed))
-        if forwarded or self.router is None or not not_assigned(got):
+        parsed, shape, got = _read_here(path, self.serdes, self.mailbox.ask)
+        if parsed is None or forwarded or self.router is None or not not_assigned(got):
             return got, self.url
         return self._route(parsed, path, got, shape)
+
+    def _key_partition(self, store: str, text: str) -> int:
+        """The partition of ``store``'s key ``text`` by the job's partitioner (BadKey or
+        ValueError: not a key of the store; LookupError: the partition count is not known)."""
+        assert self.router is not None
+        return self.router.partition(parse_key(self.serdes[store][0], text))
 
     def _route(self, query: Query, path: str, local: Answer,
                shape: Callable[[Answer], Answer]) -> tuple[Answer, str]:
@@ -453,8 +448,7 @@ class QueryServer:
         by_partition: dict[int, list[str]] = {}
         try:
             for text in texts:
-                key = parse_key(self.serdes[store][0], text)
-                by_partition.setdefault(self.router.partition(key), []).append(text)
+                by_partition.setdefault(self._key_partition(store, text), []).append(text)
         except (BadKey, ValueError) as exc:
             return Answer(400, {"error": str(exc)}), self.url
         except LookupError as exc:
@@ -493,6 +487,18 @@ def _merge(pages: list[Answer], limit: int) -> tuple[list[dict[str, Any]], str |
 
 def _same(answer: Answer) -> Answer:
     return answer
+
+
+def _read_here(path: str, serdes: Serdes, read: Callable[[Query], Answer]
+               ) -> tuple[Query | None, Callable[[Answer], Answer], Answer]:
+    """The query of a per-partition ``path`` (None when it is refused), the shape of its
+    answer (a one-key get's own), and that answer as ``read`` gives it here (through the
+    mailbox on a worker, at once on the run loop's thread)."""
+    parsed = parse_request(path, serdes)
+    if isinstance(parsed, Answer):
+        return None, _same, parsed
+    shape = single if urlsplit(path).path.rstrip("/").endswith("/get") else _same
+    return parsed, shape, shape(read(parsed))
 
 
 def _response(answer_: Answer, served_by: str) -> bytes:

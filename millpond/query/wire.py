@@ -196,11 +196,8 @@ class Wire:
             conn.waiting = False
             if conn.closed:
                 continue
-            conn.out += data
             conn.last = now
-            if not request.keep_alive:
-                conn.closing = True
-                conn.requests.clear()
+            self._queue(request, data)
             self._write(conn)
             if conn.requests and not conn.closed:
                 self._ready.append(conn)
@@ -292,16 +289,23 @@ class Wire:
                 if data is None:
                     conn.waiting = True
                     break
-                conn.out += data
-                if not request.keep_alive:
-                    conn.closing = True
-                    conn.requests.clear()
+                self._queue(request, data)
                 if handed >= max_requests:
                     break
             self._write(conn)
             if conn.requests and not conn.waiting and not conn.closed:
                 self._ready.append(conn)  # over this pump's share: the next pump goes on
         return handed
+
+    @staticmethod
+    def _queue(request: Request, data: bytes) -> None:
+        """``request``'s answer, next in its connection's output; after a request that does
+        not keep the connection alive, nothing more is read or answered on it."""
+        conn = request.conn
+        conn.out += data
+        if not request.keep_alive:
+            conn.closing = True
+            conn.requests.clear()
 
     def _write(self, conn: _Conn) -> None:
         """Send what the socket takes now; the rest when it is writable again."""
