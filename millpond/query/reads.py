@@ -30,7 +30,7 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Collection, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from millpond.query.render import plain
@@ -185,33 +185,36 @@ def answer(query: Query, directory: Directory) -> Answer:
                                          "what it committed; try again after its next "
                                          "commit", "store": query.store,
                                 "partition": query.partition})
-        view = replace(view, cache=None)
+        cache, committed = None, view.committed
         head["committed"] = True
-    elif view.committed is not None:
-        view = replace(view, committed=None)  # what the task processed: cache over engine
+    else:  # what the task processed: the cache over the engine
+        cache, committed = view.cache, None
     if query.kind == "get":
-        found, missing = _get(view, query.keys)
+        found, missing = _get(view, query.keys, cache, committed)
         return Answer(200, {**head, "entries": found, "missing": missing})
-    entries, after = _scan(view, query)
+    entries, after = _scan(view, query, cache, committed)
     return Answer(200, {**head, "entries": entries,
                         "next": token(after) if after is not None else None})
 
 
-def _get(view: StoreView, keys: tuple[bytes, ...]) -> tuple[list[dict[str, Any]], list[Any]]:
+def _get(view: StoreView, keys: tuple[bytes, ...], cache: Overlay | None,
+         committed: Committed | None) -> tuple[list[dict[str, Any]], list[Any]]:
+    """The ``keys`` found (entries) and missing, read from ``committed`` (the last commit's
+    keys written since) or ``cache`` over the engine."""
     kdec, vdec = view.key_serde.from_bytes, view.msg_serde.from_bytes
     found: list[dict[str, Any]] = []
     missing: list[Any] = []
     for kb in keys:
         key = kdec(kb)
         value: Any = NOT_CACHED
-        if view.committed is not None:
-            data = view.committed.snapshot.get(kb)
+        if committed is not None:
+            data = committed.snapshot.get(kb)
             value = None if data is None else vdec(data)
-        if view.cache is not None:
+        if cache is not None:
             try:
-                value = view.cache.peek(key)
+                value = cache.peek(key)
             except TypeError:  # decodes unhashable (a json list for the task's tuple key)
-                value = dict(_overlay(view, kb, kb + b"\x00")).get(kb, NOT_CACHED)
+                value = dict(_overlay(view, kb, kb + b"\x00", cache, None)).get(kb, NOT_CACHED)
         if value is NOT_CACHED:
             data = view.engine.get(kb)
             value = None if data is None else vdec(data)
@@ -236,10 +239,11 @@ def _successor(prefix: bytes) -> bytes | None:
     return trimmed[:-1] + bytes([trimmed[-1] + 1]) if trimmed else None
 
 
-def _scan(view: StoreView, query: Query) -> tuple[list[dict[str, Any]], bytes | None]:
+def _scan(view: StoreView, query: Query, cache: Overlay | None, committed: Committed | None
+          ) -> tuple[list[dict[str, Any]], bytes | None]:
     """Up to ``limit`` entries from the bounds, and the key the next page starts at."""
     start, end, prefix = _bounds(query)
-    overlay = _overlay(view, start, end)
+    overlay = _overlay(view, start, end, cache, committed)
     engine = view.engine.range(start, end if end is not None else _TOP)
     kdec, vdec = view.key_serde.from_bytes, view.msg_serde.from_bytes
     out: list[dict[str, Any]] = []
@@ -256,19 +260,20 @@ def _scan(view: StoreView, query: Query) -> tuple[list[dict[str, Any]], bytes | 
     return out, None
 
 
-def _overlay(view: StoreView, start: bytes, end: bytes | None) -> list[tuple[bytes, Any]]:
+def _overlay(view: StoreView, start: bytes, end: bytes | None, cache: Overlay | None,
+             committed: Committed | None) -> list[tuple[bytes, Any]]:
     """The cache's dirty entries within [start, end), by serialized key (committed: the
     snapshot's entries of the keys written since the commit, None for those it lacks)."""
-    if view.committed is not None:
-        snapshot, vdec = view.committed.snapshot, view.msg_serde.from_bytes
+    if committed is not None:
+        snapshot, vdec = committed.snapshot, view.msg_serde.from_bytes
         return sorted((kb, None if (data := snapshot.get(kb)) is None else vdec(data))
-                      for kb in view.committed.touched or ()
+                      for kb in committed.touched or ()
                       if kb >= start and (end is None or kb < end))
-    if view.cache is None:
+    if cache is None:
         return []
     kenc = view.key_serde.to_bytes
     out = []
-    for key, value in view.cache.dirty_items():
+    for key, value in cache.dirty_items():
         kb = kenc(key)
         if kb >= start and (end is None or kb < end):
             out.append((kb, value))

@@ -309,24 +309,29 @@ class QueryServer:
                 directory: Directory) -> tuple[Answer, str] | None:
         """A query of one partition held here (or a routed get whose key is), answered on
         the run loop's thread; None for anything else (a worker's)."""
-        parts = urlsplit(path)
-        segments = [unquote(s) for s in parts.path.strip("/").split("/") if s]
-        if len(segments) == 3 and segments[0] == "stores" and segments[2] == "get" \
-                and self.router is not None and segments[1] in self.serdes:
-            texts = parse_qs(parts.query, keep_blank_values=True).get("key", [])
-            if len(texts) != 1:
+        plain_get = _plain_get(path)
+        if plain_get is not None:  # the common query, read without the general parser
+            store, partition, text = plain_get
+            if store not in self.serdes:
                 return None
             try:
-                partition = self._key_partition(segments[1], texts[0])
+                key = parse_key(self.serdes[store][0], text)
+                if partition is None:
+                    if self.router is None:
+                        return None
+                    partition, forwarded = self.router.partition(key), False
             except (BadKey, ValueError, LookupError):
                 return None  # the worker's path answers the error
-            path = f"/stores/{quote(segments[1], safe='')}/{partition}/get?{parts.query}"
-            forwarded = False
-        elif len(segments) != 4 or segments[0] != "stores":
-            return None
-        parsed, _, got = _read_here(path, self.serdes,
-                                    lambda query: answer_safely(query, directory))
-        if parsed is None or forwarded or self.router is None or not not_assigned(got):
+            got = single(answer_safely(Query(store, partition, "get", keys=(key,)), directory))
+        else:
+            segments = [s for s in urlsplit(path).path.strip("/").split("/") if s]
+            if len(segments) != 4 or segments[0] != "stores":
+                return None  # not a per-partition query
+            parsed, _, got = _read_here(path, self.serdes,
+                                        lambda query: answer_safely(query, directory))
+            if parsed is None:
+                return got, self.url
+        if forwarded or self.router is None or not not_assigned(got):
             return got, self.url
         return None  # held elsewhere: a worker forwards it
 
@@ -483,6 +488,26 @@ def _merge(pages: list[Answer], limit: int) -> tuple[list[dict[str, Any]], str |
     left += [untoken(page.body["next"]) for page in pages if page.body["next"] is not None]
     out = [{k: v for k, v in e.items() if k != "token"} for e in entries[:limit]]
     return out, token(min(left)) if left else None
+
+
+def _plain_get(path: str) -> tuple[str, int | None, str] | None:
+    """(store, partition or None, key text) of a get that asks one key and nothing else,
+    ``/stores/<store>[/<p>]/get?key=K`` (as :func:`parse_request` reads it); None for any
+    other request. The run loop answers most queries here: parsing costs it no more than
+    splitting the path."""
+    head, _, query = path.partition("?")
+    if not query.startswith("key=") or "&" in query or "#" in query:
+        return None
+    segments = head.split("/")
+    if len(segments) not in (4, 5) or segments[0] or segments[1] != "stores" \
+            or segments[-1] != "get":
+        return None
+    partition = None
+    if len(segments) == 5:
+        if not segments[3].isdigit():
+            return None
+        partition = int(segments[3])
+    return unquote(segments[2]), partition, unquote(query[4:].replace("+", " "))
 
 
 def _same(answer: Answer) -> Answer:

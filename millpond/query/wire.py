@@ -38,16 +38,13 @@ log = logging.getLogger("millpond.query")
 MAX_HEAD = 64 * 1024  # a request's line and headers; more is answered 431 and closed
 RECV = 64 * 1024
 SWEEP_EVERY_S = 1.0  # how often idle connections are looked for
+_REASONS = {int(s): s.phrase for s in HTTPStatus}
 
 
 def frame(status: int, content_type: str, body: bytes,
           headers: Iterable[tuple[str, str]] = (), close: bool = False) -> bytes:
     """A whole HTTP/1.1 response."""
-    try:
-        reason = HTTPStatus(status).phrase
-    except ValueError:
-        reason = ""
-    lines = [f"HTTP/1.1 {status} {reason}", f"Content-Type: {content_type}",
+    lines = [f"HTTP/1.1 {status} {_REASONS.get(status, '')}", f"Content-Type: {content_type}",
              f"Content-Length: {len(body)}", "Cache-Control: no-store"]
     lines += [f"{name}: {value}" for name, value in headers]
     if close:
@@ -82,6 +79,7 @@ class _Conn:
         self.waiting = False  # a request of it is being answered elsewhere (respond())
         self.closing = False  # close once ``out`` is written
         self.closed = False
+        self.events = 0  # what the selector watches it for (0: not registered)
         self.last = now
         self._url = bytearray()
         self._headers: dict[str, str] = {}
@@ -240,7 +238,7 @@ class Wire:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             conn = _Conn(sock, now)
             self._conns.add(conn)
-            self._selector.register(sock, selectors.EVENT_READ, conn)
+            self._watch(conn)
 
     def _read(self, conn: _Conn, now: float) -> None:
         try:
@@ -330,14 +328,15 @@ class Wire:
         ``out`` holds bytes the socket did not take."""
         events = (0 if conn.closing else selectors.EVENT_READ) | \
             (selectors.EVENT_WRITE if conn.out else 0)
-        key = self._selector.get_map().get(conn.sock)
+        if events == conn.events:
+            return
         if not events:
-            if key is not None:
-                self._selector.unregister(conn.sock)
-        elif key is None:
+            self._selector.unregister(conn.sock)
+        elif not conn.events:
             self._selector.register(conn.sock, events, conn)
-        elif key.events != events:
+        else:
             self._selector.modify(conn.sock, events, conn)
+        conn.events = events
 
     def _fail(self, conn: _Conn, status: int, message: str) -> None:
         conn.requests.clear()

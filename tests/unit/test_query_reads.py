@@ -401,3 +401,38 @@ def test_a_committed_query_reads_the_snapshot_for_keys_written_since(tmp_path: A
         engine = RocksDbEngine(tmp_path / "db")  # its lock is free again
     finally:
         engine.close()
+
+
+@pytest.mark.parametrize("path", [
+    "/stores/counts/get?key=a", "/stores/counts/3/get?key=a", "/stores/counts/get?key=",
+    "/stores/counts/get?key=a+b", "/stores/counts/get?key=a%2Fb%26c%3D", "/stores/n/1/get?key=42",
+    "/stores/n/get?key=x", "/stores/c%6Funts/get?key=%E2%82%AC", "/stores/counts/x/get?key=a",
+    "/stores/counts/get?key=a&key=b", "/stores/counts/get?key=a&committed=1",
+    "/stores/counts/get/?key=a", "/stores//counts/get?key=a", "/stores/counts/get?k=a",
+    "/stores/counts/get", "/stores/counts/range?key=a", "/stores/counts/1/2/get?key=a",
+    "/stores/counts/get?key=a#frag", "/stores/nope/get?key=a",
+])
+def test_the_run_loops_plain_get_reads_a_path_as_the_general_parser_does(path: str) -> None:
+    """_plain_get (the run loop's parse of the common query) takes a path only when the
+    general parser would ask the same one key of the same store and partition."""
+    from millpond.query.render import BadKey, parse_key
+    from millpond.query.server import _plain_get
+
+    fast = _plain_get(path)
+    if fast is None:
+        return  # left to the general parser: nothing to agree on
+    store, partition, text = fast
+    head, _, query = path.partition("?")
+    general = parse_request(f"/stores/{head.split('/')[2]}/{partition or 0}/get?{query}",
+                            SERDES)
+    if store not in SERDES:
+        assert isinstance(general, Answer) and general.status == 404
+        return
+    try:
+        key = parse_key(SERDES[store][0], text)
+    except BadKey:
+        assert isinstance(general, Answer) and general.status == 400
+        return
+    assert isinstance(general, Query), general
+    assert (general.store, general.partition, general.keys, general.committed) == \
+        (store, partition or 0, (key,), False)
