@@ -252,6 +252,10 @@ KEYS: tuple[Key, ...] = (
     Key(_S + "side.inputs.processor.factory", "class", "A Python class with "
         "`process(message, store)` returning `(key, value)` pairs, e.g. "
         "`millpond.sideinputs.KeyValueProcessor`.", "side-inputs"),
+    Key(_S + "side.inputs.broadcast", "bool", "`true`: every task reads every partition of "
+        "the side inputs (the store holds the whole topics in each task, as a Samza side input "
+        "that is also a broadcast input), so their partition count need not match the job's "
+        "tasks; `false`: task N reads partition N.", "side-inputs", default="false"),
     # -- systems -----------------------------------------------------------------------------
     Key(_SYS + "bootstrap.servers", "string", "The Kafka brokers, `host:port[,...]` (else the "
         "consumer's, then the producer's `bootstrap.servers`).", "systems", required=True),

@@ -83,6 +83,9 @@ class StoreConfig:
     # through the processor class named by side.inputs.processor.factory.
     side_inputs: tuple[StreamRef, ...] = ()
     side_inputs_processor: str | None = None
+    # side.inputs.broadcast: every task reads every partition of the side inputs (else
+    # task N reads partition N)
+    side_inputs_broadcast: bool = False
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE  # changelog.max.message.size.bytes
     disallow_large_messages: bool = DEFAULT_DISALLOW_LARGE  # a larger value stops the job
     drop_large_messages: bool = DEFAULT_DROP_LARGE  # a larger value is skipped (counted, logged)
@@ -146,7 +149,7 @@ def _parse_store(
             f"unknown store factory {own['factory']!r}; use rocksdb, inmemory or a Samza "
             f"factory class ({', '.join(k for k in FACTORIES if '.' in k)})",
         )
-    side_inputs, processor = _side_inputs(props, own, prefix)
+    side_inputs, processor, broadcast = _side_inputs(props, own, prefix)
     changelog = own.get("changelog", "").strip()
     if changelog and side_inputs:
         raise error(props, prefix + "changelog",
@@ -174,6 +177,7 @@ def _parse_store(
         properties=own,
         side_inputs=side_inputs,
         side_inputs_processor=processor,
+        side_inputs_broadcast=broadcast,
         max_message_size=get_int(props, prefix + "changelog.max.message.size.bytes",
                                  DEFAULT_MAX_MESSAGE_SIZE, minimum=1),
         disallow_large_messages=get_bool(props, prefix + "disallow.large.messages",
@@ -187,9 +191,10 @@ def _parse_store(
 
 def _side_inputs(
     props: Properties, own: Mapping[str, str], prefix: str
-) -> tuple[tuple[StreamRef, ...], str | None]:
-    """``side.inputs`` (streams, resolved like task.inputs) and the processor class; either
-    without the other is an error at the key that is set."""
+) -> tuple[tuple[StreamRef, ...], str | None, bool]:
+    """``side.inputs`` (streams, resolved like task.inputs), the processor class and
+    ``side.inputs.broadcast``; the processor or broadcast without streams, or streams
+    without a processor, is an error at the key that is set."""
     key = prefix + "side.inputs"
     streams = tuple(parse_stream(props, key, item, "kafka")
                     for item in own.get("side.inputs", "").split(",") if item.strip())
@@ -200,7 +205,10 @@ def _side_inputs(
     if processor is not None and not streams:
         raise error(props, prefix + "side.inputs.processor.factory",
                     f"is set but {key} names no stream")
-    return streams, processor
+    broadcast = get_bool(props, prefix + "side.inputs.broadcast", False)
+    if broadcast and not streams:
+        raise error(props, prefix + "side.inputs.broadcast", f"is set but {key} names no stream")
+    return streams, processor, broadcast
 
 
 def _topic_config(props: Properties, prefix: str, own: Mapping[str, str]) -> dict[str, str]:

@@ -55,33 +55,36 @@ def clear_offsets(live: Path) -> None:
 
 
 def distrust(
-    live: Path, checkpointed: dict[str, int] | None, topics: list[str],
+    live: Path, checkpointed: dict[str, int] | None, keys: list[str],
     watermarks_of: Callable[[str], tuple[int, int]],
 ) -> str | None:
     """Why the directory at ``live`` must be read again from the start; None if it is
-    exactly what the checkpoint describes."""
+    exactly what the checkpoint describes. ``keys``: the position keys of the side-input
+    partitions the store reads now (:mod:`millpond.sideinputs.sources`), whose
+    ``watermarks_of`` each gives."""
     if not checkpointed:
         return "the checkpoint names no side-input offsets for it"
-    if sorted(checkpointed) != sorted(topics):
-        return f"the checkpoint names topics {sorted(checkpointed)}, the config {sorted(topics)}"
+    if sorted(checkpointed) != sorted(keys):
+        return (f"the checkpoint names side inputs {sorted(checkpointed)}, the config "
+                f"{sorted(keys)}")
     found = read_offsets(live)
     if found is None:
         return f"no {SIDE_INPUTS_FILE} file (written to after the last commit, or never committed)"
     if found != checkpointed:
         return f"it reflects offsets {found}, the checkpoint says {checkpointed}"
-    for topic, offset in checkpointed.items():
-        low, high = watermarks_of(topic)
+    for key, offset in checkpointed.items():
+        low, high = watermarks_of(key)
         # Beyond the end: the topic was recreated or truncated, read it again. Below its
         # start (records deleted by retention before they were read): the store is still
         # what the checkpoint says; the reader resumes per auto.offset.reset, says so and
         # counts what was skipped, as for an input.
         if offset > high:
-            return f"{topic} now holds offsets {low}..{high}, the checkpoint says {offset}"
+            return f"{key} now holds offsets {low}..{high}, the checkpoint says {offset}"
     return None
 
 
 def open_store_engine(
-    store: str, live: Path | None, checkpointed: dict[str, int] | None, topics: list[str],
+    store: str, live: Path | None, checkpointed: dict[str, int] | None, keys: list[str],
     open_engine: Callable[[], StorageEngine], watermarks_of: Callable[[str], tuple[int, int]],
 ) -> tuple[StorageEngine, dict[str, int] | None]:
     """Open a side-input store's engine (its directory locked by the caller); return it and
@@ -91,7 +94,7 @@ def open_store_engine(
         return open_engine(), None
     had_data = live.exists() and any(live.iterdir())
     if had_data:
-        reason = distrust(live, checkpointed, topics, watermarks_of)
+        reason = distrust(live, checkpointed, keys, watermarks_of)
     else:
         reason = "there is no local copy" if checkpointed else None
     if had_data and reason is None:

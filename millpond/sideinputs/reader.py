@@ -1,9 +1,10 @@
 """Reading a task's side inputs: bootstrap at open, follow while the task runs.
 
 Each task owns partition N of every side-input topic (N = its task partition, Samza's
-default grouping) and reads them with a consumer of its own (``assign()``, no group), so
-side-input partitions follow their task through every rebalance: opened with it, closed
-with it. The runtime calls, per task:
+default grouping), or every partition of a broadcast store's topics
+(:mod:`millpond.sideinputs.sources`), and reads them with a consumer of its own
+(``assign()``, no group), so side-input partitions follow their task through every
+rebalance: opened with it, closed with it. The runtime calls, per task:
 
 * :meth:`SideInputReader.bootstrap_steps` while opening: reads every side-input partition
   up to the end offset seen when the bootstrap began, a batch per step, before the task's
@@ -31,6 +32,7 @@ from millpond.kafka.reading import watermarks
 from millpond.sideinputs import local
 from millpond.sideinputs.errors import SideInputProcessingError, SideInputsStalledError
 from millpond.sideinputs.processor import SideInputsProcessor
+from millpond.sideinputs.sources import Source
 from millpond.stores.api import KeyValueStore, StorageEngine
 
 if TYPE_CHECKING:
@@ -57,12 +59,12 @@ class SideInputStore:
     """One side-input store of a task: its processor, layers and positions."""
 
     name: str
-    topics: list[str]
+    sources: dict[str, Source]  # position key -> the side-input partition it names
     processor: SideInputsProcessor
     store: KeyValueStore[Any, Any]  # the writable stack (the task gets a read-only view)
     engine: StorageEngine
     live: Path | None
-    positions: dict[str, int]  # topic -> next offset to apply
+    positions: dict[str, int]  # position key -> next offset to apply
     clean: bool  # the directory's SIDE_INPUTS file describes its content
     written: dict[str, int] | None = None  # what that file says
     records: int = 0  # records applied since the task opened
@@ -83,10 +85,11 @@ class SideInputReader:
         self._out_of_range = out_of_range
         self._when = "at start"  # a gap found while bootstrapping / while running
         self.resets: list[Reset] = []  # positions that no longer existed, as resolved
-        self._by_topic: dict[str, list[SideInputStore]] = {}
+        # each side-input partition read -> the stores it fills, with their position key
+        self._by_source: dict[Source, list[tuple[SideInputStore, str]]] = {}
         for s in stores:
-            for topic in s.topics:
-                self._by_topic.setdefault(topic, []).append(s)
+            for key, source in s.sources.items():
+                self._by_source.setdefault(source, []).append((s, key))
         self.records = 0  # records read from the side inputs since the task opened
         self._closed = False
 
@@ -99,10 +102,9 @@ class SideInputReader:
         """Catch every side-input partition up to the end seen now, a batch per step."""
         began = time.monotonic()
         start = {s.name: dict(s.positions) for s in self.stores}
-        ends = {t: watermarks(self.consumer, t, self.partition)[1] for t in self._by_topic}
-        self.consumer.assign([
-            TopicPartition(t, self.partition, min(s.positions[t] for s in stores))
-            for t, stores in self._by_topic.items()])
+        ends = {src: watermarks(self.consumer, *src)[1] for src in self._by_source}
+        self.consumer.assign([TopicPartition(topic, partition, self._next((topic, partition)))
+                              for topic, partition in self._by_source])
         last_progress = time.monotonic()
         while not self._caught_up(ends):
             msgs = self.consumer.consume(BATCH, 0.2)
@@ -110,11 +112,11 @@ class SideInputReader:
                 last_progress = time.monotonic()
                 self._apply(msgs)
             elif time.monotonic() - last_progress > STALL_S:
-                behind = {t: (min(s.positions[t] for s in self._by_topic[t]), end)
-                          for t, end in ends.items()}
+                behind = {f"{t}[{p}]": (self._next((t, p)), end)
+                          for (t, p), end in ends.items()}
                 raise SideInputsStalledError(
                     f"task {self.name}: side inputs made no progress for {STALL_S:.0f}s "
-                    f"(topic: (position, end)) {behind}")
+                    f"(partition: (position, end)) {behind}")
             yield None
         for s in self.stores:
             log.info("task %s side inputs ready: store %s read %d records from %s to %s "
@@ -138,8 +140,12 @@ class SideInputReader:
                 out[reset.topic] = out.get(reset.topic, 0) + reset.skipped
         return out
 
-    def _caught_up(self, ends: dict[str, int]) -> bool:
-        return all(s.positions[t] >= end for t, end in ends.items() for s in self._by_topic[t])
+    def _next(self, source: Source) -> int:
+        """The next offset of ``source`` that one of its stores still has to apply."""
+        return min(s.positions[key] for s, key in self._by_source[source])
+
+    def _caught_up(self, ends: dict[Source, int]) -> bool:
+        return all(self._next(source) >= end for source, end in ends.items())
 
     # ---- run ----------------------------------------------------------------------------
     def poll(self) -> int:
@@ -150,59 +156,61 @@ class SideInputReader:
         return len(msgs)
 
     def _apply(self, msgs: list[Message]) -> None:
-        partition = self.partition
         for msg in msgs:
             err = msg.error()
             topic: str = msg.topic()  # type: ignore[assignment]
+            partition: int = msg.partition()  # type: ignore[assignment]
             offset: int = msg.offset()  # type: ignore[assignment]
+            targets = self._by_source.get((topic, partition), ())
             if err is not None:
                 if err.code() == KafkaError._PARTITION_EOF:  # also past trailing markers
-                    for s in self._by_topic.get(topic, ()):
-                        s.positions[topic] = max(s.positions[topic], offset)
+                    for s, key in targets:
+                        s.positions[key] = max(s.positions[key], offset)
                 elif err.code() == KafkaError._AUTO_OFFSET_RESET:
-                    self._gap(topic)
+                    self._gap(topic, partition)
                 elif err.fatal():
                     raise KafkaException(err)
                 else:
                     log.warning("side inputs of task %s: %s", self.name, err.str())
                 continue
-            stores = [s for s in self._by_topic.get(topic, ()) if offset >= s.positions[topic]]
-            if not stores:
+            due = [(s, key) for s, key in targets if offset >= s.positions[key]]
+            if not due:
                 continue
             self.records += 1
             envelope = self._envelope(msg, topic, partition, offset)
-            for s in stores:
+            for s, key in due:
                 if s.clean:  # first write after a commit: the file no longer describes it
                     if s.live is not None:
                         local.clear_offsets(s.live)
                     s.clean = False
                 self._process(s, envelope)
-                s.positions[topic] = offset + 1
+                s.positions[key] = offset + 1
                 s.records += 1
 
-    def _gap(self, topic: str) -> None:
-        """The fetch of ``topic`` went out of range (records deleted before they were read,
-        or a recreated topic): the job's ``auto.offset.reset`` policy decides where the
-        stores resume (warned and counted as for an input), and fetching restarts there."""
-        stores = self._by_topic.get(topic, ())
-        offset = min(s.positions[topic] for s in stores)
-        low, high = watermarks(self.consumer, topic, self.partition)
-        reset = (self._out_of_range(topic, self.partition, offset, low, high, self._when)
+    def _gap(self, topic: str, partition: int) -> None:
+        """The fetch of ``topic[partition]`` went out of range (records deleted before they
+        were read, or a recreated topic): the job's ``auto.offset.reset`` policy decides
+        where the stores resume (warned and counted as for an input), and fetching restarts
+        there."""
+        targets = self._by_source[(topic, partition)]
+        offset = self._next((topic, partition))
+        low, high = watermarks(self.consumer, topic, partition)
+        reset = (self._out_of_range(topic, partition, offset, low, high, self._when)
                  if self._out_of_range is not None else None)
         position = offset
         if reset is not None:
             self.resets.append(reset)
             position = reset.new
-            for s in stores:
-                s.positions[topic] = position
+            for s, key in targets:
+                s.positions[key] = position
         elif not low <= offset <= high:  # no policy given: the log start, as librdkafka did
             position = low
-            for s in stores:
-                s.positions[topic] = position
+            for s, key in targets:
+                s.positions[key] = position
         # librdkafka refuses to seek a partition whose fetch failed this way: assign it anew.
-        tp = TopicPartition(topic, self.partition)
+        tp = TopicPartition(topic, partition)
         self.consumer.incremental_unassign([tp])
-        self.consumer.incremental_assign([TopicPartition(topic, self.partition, position)])
+        self.consumer.incremental_assign([TopicPartition(topic, partition, position)])
 
     def _envelope(self, msg: Message, topic: str, partition: int, offset: int
                   ) -> IncomingMessageEnvelope:

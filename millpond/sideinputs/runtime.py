@@ -68,7 +68,8 @@ class SideInputs:
 
     def check_partitions(self, partition_count: Callable[[str], int | None], tasks: int) -> None:
         """Every side-input topic exists with one partition per task: task N reads partition
-        N, so a partition beyond the task count would never be read (refused, not ignored)."""
+        N, so a partition beyond the task count would never be read (refused, not ignored).
+        A broadcast store's topics may have any count: every task reads all of them."""
         for name, topics in self.topics.items():
             key = f"stores.{name}.side.inputs"
             for topic in topics:
@@ -77,12 +78,14 @@ class SideInputs:
                     raise SideInputsConfigError(
                         f"{self.config.location(key)}: {key}: side-input topic {topic} does not "
                         "exist; create it (compacted) before starting the job")
-                if count != tasks:
+                if count != tasks and not self.stores[name].side_inputs_broadcast:
                     raise SideInputsConfigError(
                         f"{self.config.location(key)}: {key}: side-input topic {topic} has "
                         f"{count} partitions, the job has {tasks} tasks; task N reads partition "
                         "N of each side input, so they need the same partition count "
-                        "(repartition the side input to match)")
+                        f"(repartition the side input to match, or set "
+                        f"stores.{name}.side.inputs.broadcast=true to read it whole in "
+                        "every task)")
 
     def open_steps(
         self, partition: int, stores: dict[str, Any], out_of_range: OutOfRange | None = None,
@@ -96,15 +99,15 @@ class SideInputs:
         consumer = clients.consumer(self._consumer_conf)
         try:
             chosen = []
-            for name, topics in self.topics.items():
+            for name, cfg in self.stores.items():
                 s = stores[name]
-                key_serde, msg_serde = serdes_for(self.config, self.stores[name])
+                key_serde, msg_serde = serdes_for(self.config, cfg)
                 context = SideInputsContext(name, partition, self.config, key_serde, msg_serde)
-                start = s.side_start
-                positions = ({t: start[t] for t in topics} if start is not None else
-                             {t: watermarks(consumer, t, partition)[0] for t in topics})
+                start, read = s.side_start, s.side_sources
+                positions = ({k: start[k] for k in read} if start is not None else
+                             {k: watermarks(consumer, *source)[0] for k, source in read.items()})
                 chosen.append(SideInputStore(
-                    name, topics, new_processor(self.classes[name], context), s.store, s.engine,
+                    name, read, new_processor(self.classes[name], context), s.store, s.engine,
                     s.live, positions, clean=start is not None))
             reader = SideInputReader(partition, chosen, consumer, self._serdes_of, out_of_range)
             yield from reader.bootstrap_steps()

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from millpond.config import Config, Properties, StreamRef
+from millpond.config.values import describe
 from millpond.streams.dataflow import App
 from millpond.streams.errors import DataflowError
 from millpond.streams.timers import timers_store
@@ -30,6 +31,9 @@ APP_KEY = "app.class"
 # deletes those, as Kafka Streams purges its repartition topics), never by age.
 INTERNAL_TOPIC_CONFIG = {"cleanup.policy": "delete", "retention.ms": "-1"}
 DATAFLOW_TASK = "millpond.streams.runtime.DataflowTask"
+# What makes a global table's store one (fixed: its topic read whole as a side input), and
+# the processor that fills it unless the properties name another.
+GLOBAL_PROCESSOR = "millpond.sideinputs.KeyValueProcessor"
 # How often a task looks for due processing-time timers (task.window.ms) unless configured.
 PROCESSING_TIMER_MS = 100
 
@@ -135,6 +139,10 @@ def compile_properties(props: Properties) -> Properties:
                 props.set(key, "json", file, line)
     stores: dict[str, str] = {}  # store -> its key serde
     for name, node in app.stores.items():
+        if node.kind == "global_table":  # keyed like its topic, which is no task input
+            stores[name] = config.stream_serdes(
+                StreamRef("kafka", node.topic or ""))[0] or "string"
+            continue
         source = _source_of(app, node)
         key_serde = ("json" if source in app.repartitions
                      else config.stream_serdes(StreamRef("kafka", source))[0])
@@ -146,7 +154,13 @@ def compile_properties(props: Properties) -> Properties:
     for name, key_serde in stores.items():
         # the defaults under what the user configured (stores.<name>.* keys win)
         defaults = {"factory": "rocksdb", "key.serde": key_serde, "msg.serde": "json"}
-        if not config.get("job.changelog.system"):
+        table = app.global_tables.get(name)
+        if table is not None:  # filled from its topic, no changelog (as Samza's side inputs)
+            defaults["side.inputs.processor.factory"] = GLOBAL_PROCESSOR
+            for key, value in _global_table_keys(props, name, table.topic or "").items():
+                if key not in props:
+                    props.set(key, value, file, line)
+        elif not config.get("job.changelog.system"):
             defaults["changelog"] = f"kafka.{job.name}-{job.id}-{name}-changelog"
         for key, value in defaults.items():
             if f"stores.{name}.{key}" not in props:
@@ -158,6 +172,19 @@ def compile_properties(props: Properties) -> Properties:
         # processing-time timers are looked at in window(), this often
         props.set("task.window.ms", str(PROCESSING_TIMER_MS), file, line)
     return props
+
+
+def _global_table_keys(props: Properties, name: str, topic: str) -> dict[str, str]:
+    """The keys that make store ``name`` global table ``topic``: its side input, read whole
+    by every task. Another value set for one of them is refused at its line."""
+    keys = {f"stores.{name}.side.inputs": f"kafka.{topic}",
+            f"stores.{name}.side.inputs.broadcast": "true"}
+    for key, value in keys.items():
+        if key in props and props[key].strip() != value:
+            raise DataflowError(f"{describe(props, key)}: {key}={props[key]}: store {name} is "
+                                f"the app's global table of {topic}, so it is {value}; remove "
+                                "the key")
+    return keys
 
 
 def _source_of(app: App, target: object) -> str:

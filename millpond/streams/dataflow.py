@@ -24,7 +24,7 @@ from millpond.streams.errors import DataflowError
 from millpond.streams.windows import WindowedStream
 
 STATEFUL = ("stateful_map", "aggregate", "process", "window", "table", "window_join",
-            "versioned_table")
+            "versioned_table", "global_table")
 
 
 @dataclass(eq=False)
@@ -32,7 +32,8 @@ class Node:
     """One operator: its kind, name, function, and the operators fed by its output."""
 
     kind: str  # source, map, map_kv (map with the key), filter, flat_map, peek, stateful_map, aggregate, process,
-    #            window, table (a topic kept in a store), join (a lookup in a table),
+    #            window, table (a topic kept in a store), global_table (a topic kept whole
+    #            in every task's store, fed as a side input), join (a lookup in a table),
     #            versioned_table (a topic's values by time), join_asof (a lookup in one),
     #            window_join (its left side; "window_join_right": its right side), key_by,
     #            branch, route (a branch's output), merge, to
@@ -55,12 +56,15 @@ class App:
         self.repartitions: dict[str, Node] = {}
         self.sinks: set[str] = set()
         self.join_sides: dict[str, Node] = {}  # window_join name -> its right side's node
+        # global table name -> its node (topic: the side input that fills its store)
+        self.global_tables: dict[str, Node] = {}
         self._count = 0
 
     def source(self, topic: str) -> Stream:
         """The records of ``topic`` (its serdes: the job's stream or system serdes)."""
         node = self.sources.get(topic)
         if node is None:
+            self._not_global(topic)
             node = self.sources[topic] = Node("source", f"source {topic}", topic=topic)
         return Stream(self, node)
 
@@ -71,6 +75,29 @@ class App:
         and partitioned like ``topic`` (millpond checks the partition counts are equal)."""
         node = self.source(topic)._add("table", name=name)._node
         return Table(name, node, topic)
+
+    def global_table(self, topic: str, name: str) -> Table:
+        """The latest value per key of *every* partition of ``topic`` (a null value deletes
+        the key), kept in store ``name`` in every task: Kafka Streams' ``GlobalKTable``. The
+        store is filled as a side input of the task (``stores.<name>.side.inputs``, read
+        whole: ``side.inputs.broadcast``), caught up to the topic's end before the task's
+        first record and followed while it runs; it has no changelog (the topic is its
+        source of truth). So the streams joined with it need not be partitioned like
+        ``topic``, and :meth:`Stream.join` may look up a key made from the value
+        (``key=``). ``topic`` cannot also be a source of the app."""
+        if topic in self.sources:
+            raise DataflowError(f"global_table {name!r}: {topic} is also a source of the "
+                                "app; a global table's topic fills its store only")
+        node = Node("global_table", name, topic=topic, name=name)
+        self._store(name, node)
+        self.global_tables[name] = node
+        return Table(name, node, topic)
+
+    def _not_global(self, topic: str) -> None:
+        for name, node in self.global_tables.items():
+            if node.topic == topic:
+                raise DataflowError(f"source {topic}: it is the topic of global table "
+                                    f"{name!r}, which it fills only")
 
     def versioned_table(self, topic: str, name: str, retention_ms: int, *,
                         timestamp: Callable[[Any], int] | None = None) -> Table:
@@ -253,18 +280,29 @@ class Stream:
         return self.aggregate(name, aggs.several(named))
 
     # ---- joins ----------------------------------------------------------------------------
-    def join(self, table: Table, fn: Callable[[Any, Any], Any], *, how: str = "inner"
-             ) -> Stream:
+    def join(self, table: Table, fn: Callable[[Any, Any], Any], *, how: str = "inner",
+             key: Callable[[Any], Any] | None = None) -> Stream:
         """Each record joined with ``table``'s current value for its key:
         ``fn(value, table_value)``. ``how="inner"`` drops records whose key the table does
         not have; ``"left"`` calls ``fn(value, None)`` for them. A lookup, not a windowed
         join: the table's value is whatever its topic's records, read before this one by the
-        same task, made it."""
-        if not isinstance(table, Table) or table.node.kind != "table":
-            raise DataflowError("join: the first argument must be a table (app.table(...))")
+        same task, made it (for a global table: every partition's, caught up at start and
+        followed since). With a global table, ``key(value)`` may give the key to look up
+        instead of the record's (Kafka Streams' ``KeyValueMapper``; None finds nothing); the
+        output keeps the record's key."""
+        if not isinstance(table, Table) or table.node.kind not in ("table", "global_table"):
+            raise DataflowError("join: the first argument must be a table (app.table(...) "
+                                "or app.global_table(...))")
         if how not in ("inner", "left"):
             raise DataflowError(f"join: how={how!r}; it is 'inner' or 'left'")
-        return self._add("join", (table.name, fn, how == "left"))
+        if key is not None and table.node.kind != "global_table":
+            raise DataflowError(f"join: key= needs a global table (app.global_table): task N "
+                                f"holds only partition N of table {table.name!r}, so it is "
+                                "looked up by the record's key")
+        if not callable(fn) or (key is not None and not callable(key)):
+            raise DataflowError("join: fn (of value, table value) and key (of value) must be "
+                                "functions")
+        return self._add("join", (table.name, fn, how == "left", key))
 
     def join_asof(self, table: Table, fn: Callable[[Any, Any], Any], *, how: str = "inner",
                   timestamp: Callable[[Any], int] | None = None) -> Stream:

@@ -47,6 +47,8 @@ def _what(node: Node, config: Config | None) -> str:
                     f"{spec.mode or 'no emit mode'}:")
         elif kind == "versioned_table":
             kind = f"versioned table, retention {node.fn.retention} ms:"
+        elif kind == "global_table":
+            kind = "global table (every partition, in every task):"
         elif kind == "window_join" and node.fn.kind == "interval":
             spec = node.fn
             kind = (f"{spec.how} interval join [t{spec.lower:+d}, t{spec.upper:+d}] ms, "
@@ -63,6 +65,8 @@ def text(app: App, config: Config | None = None) -> str:
     for root in [*app.sources.values(), *app.repartitions.values()]:
         for depth, node in _walk(root):
             lines.append("  " * depth + ("" if depth == 0 else "-> ") + _what(node, config))
+    for table in app.global_tables.values():  # filled as side inputs, not a task's input
+        lines += [f"side input {table.topic}", f"  -> {_what(table, config)}"]
     return "\n".join(lines) + "\n"
 
 
@@ -96,4 +100,6 @@ def mermaid(app: App, config: Config | None = None) -> str:
                 lines.append(f"  {node_id(node)} --> {node_id(child)}")
             if node.kind == "key_by":  # through its internal topic to what reads it
                 lines.append(f"  {node_id(node)} --> {node_id(app.repartitions[node.label])}")
+    for table in app.global_tables.values():
+        lines.append(f"  {topic_id(table.topic or '?')} --> {node_id(table)}")
     return "\n".join(lines) + "\n"

@@ -207,10 +207,19 @@ def _bind(node: Node, env: Env, memo: dict[int, Any]) -> Step:
                 store.put(key, value)
             emit(key, value, ts)
     elif kind == "join":
-        table_name, joiner, left = fn
+        table_name, joiner, left, key_of = fn
         table = env.store(table_name)
-        return asof.lookup_join(label, lambda key, value, ts: table.get(key), joiner, left,
-                                emit)
+        if key_of is None:
+            return asof.lookup_join(label, lambda key, value, ts: table.get(key), joiner,
+                                    left, emit)
+
+        def by_value(key: Any, value: Any, ts: int) -> Any:
+            try:
+                wanted = key_of(value)
+            except Exception as exc:
+                raise OperatorError(f"{label} key", exc) from exc
+            return None if wanted is None else table.get(wanted)
+        return asof.lookup_join(label, by_value, joiner, left, emit)
     elif kind == "versioned_table":
         return asof.versioned_table(label, fn, env)
     elif kind == "join_asof":

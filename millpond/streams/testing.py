@@ -12,8 +12,10 @@ Records carry event timestamps (``pipe(..., timestamp=...)``, else :attr:`TestDr
 :meth:`TestDriver.advance_time` moves processing time and fires processing-time timers.
 Stores hold what a JSON store would give back (a tuple comes back a list; a value JSON cannot
 hold fails here as it would in the job); a ``key_by`` hands each record on at once, through
-JSON as its internal topic would. Commits, transactions, restore and the broker are not
-simulated: test those against a real broker (`millpond run`).
+JSON as its internal topic would; a record piped into a global table's topic goes straight
+into its store, as the job's side-input processor puts it. Commits, transactions, restore,
+partitions and the broker are not simulated: test those against a real broker
+(`millpond run`).
 """
 
 from __future__ import annotations
@@ -23,9 +25,9 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from millpond.serdes.builtins import JsonSerde
-from millpond.streams.dataflow import App
+from millpond.streams.dataflow import App, Node
 from millpond.streams.errors import DataflowError
-from millpond.streams.runtime import Clock, chains
+from millpond.streams.runtime import Clock, Step, bind, chains
 from millpond.streams.timers import timers_store
 
 _JSON = JsonSerde("json")
@@ -74,6 +76,9 @@ class TestDriver:
         self._outputs: dict[str, list[tuple[Any, Any, int]]] = {t: [] for t in app.sinks}
         self._internal = {self.internal_topic(name) for name in app.repartitions}
         self._chains = chains(app, self)
+        for table in app.global_tables.values():  # side inputs: straight into the stores
+            topic = table.topic or ""
+            self._chains[topic] = self._side_input(topic)
 
     # Env, for the operators
     def store(self, name: str) -> Any:
@@ -94,6 +99,20 @@ class TestDriver:
 
     def internal_topic(self, name: str) -> str:
         return f"{name}-repartition"
+
+    def _side_input(self, topic: str) -> Step:
+        """A record of ``topic`` into the stores of the global tables it fills, as the job's
+        side-input processor (``KeyValueProcessor``) puts it: the latest value per key (the
+        table operator's writes), a null value deleting the key, a record without a key
+        skipped."""
+        tables = [bind(Node("table", name, name=name), self)
+                  for name, table in self.app.global_tables.items() if table.topic == topic]
+
+        def fill(key: Any, value: Any, ts: int) -> None:
+            if key is not None:
+                for table in tables:
+                    table(key, value, ts)
+        return fill
 
     def late(self, operator: str) -> None:
         self.late_records[operator] = self.late_records.get(operator, 0) + 1

@@ -32,10 +32,11 @@ from millpond.changelog.restore import RecordCheck, RestoreListener, RestoreStat
 from millpond.changelog.snapshots import RemoteSnapshots
 from millpond.config import Config, StoreConfig
 from millpond.kafka.producer import TrackedProducer
-from millpond.kafka.reading import watermarks
+from millpond.kafka.reading import partition_count, watermarks
 from millpond.serdes import serdes_for
 from millpond.sideinputs.local import open_store_engine
 from millpond.sideinputs.readonly import ReadOnlyStore
+from millpond.sideinputs.sources import Source, sources
 from millpond.stores import InMemoryEngine, RocksDbEngine, RocksDbOptions, build_stack, permissions
 from millpond.stores.api import KeyValueStore, StorageEngine
 from millpond.stores.cached import CachedStore, cache_budget
@@ -82,6 +83,9 @@ class OpenStore:
     checkpointed: int | None = None
     # the engine as the last commit left it, for committed reads (millpond.query)
     snapshot: RocksSnapshot | None = None
+    # side-input stores opened against a checkpoint: position key -> the side-input
+    # partition it names (millpond.sideinputs.sources), what the task reads
+    side_sources: dict[str, Source] = field(default_factory=dict)
 
 
 @dataclass
@@ -268,11 +272,12 @@ def _open_store(
         lock = local.StoreLock(live, config.job.state_permissions)
         lock.acquire()
     try:
-        side_start = None
+        side_start, side_sources = None, {}
         if cfg.side_inputs and side_checkpointed is not None:  # trusted only as checkpointed
+            side_sources = sources(cfg, partition, lambda t: partition_count(consumer, t))
             engine, side_start = open_store_engine(
-                cfg.name, live, side_checkpointed, [r.topic for r in cfg.side_inputs],
-                lambda: open_engine(cfg, live), lambda t: watermarks(consumer, t, partition))
+                cfg.name, live, side_checkpointed, list(side_sources),
+                lambda: open_engine(cfg, live), lambda k: watermarks(consumer, *side_sources[k]))
             recovery, topic, offset = None, None, -1
         elif cfg.changelog is None:
             engine = open_engine(cfg, live)
@@ -307,7 +312,7 @@ def _open_store(
                 and not (cfg.properties.get("object.cache.max.bytes") or "").strip():
             budget.register(stack.cache)  # a share of the process's object caches' budget
         return OpenStore(cfg, topic, live, engine, stack.logged, stack.store, lock, offset,
-                         recovery, side_start, stack.cache)
+                         recovery, side_start, stack.cache, side_sources=side_sources)
     except BaseException:
         if lock is not None:
             lock.release()

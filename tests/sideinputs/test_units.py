@@ -142,8 +142,8 @@ class FakeMessage:
     """Just what the reader reads of a confluent_kafka Message (unit test of one layer)."""
 
     def __init__(self, offset: int, key: bytes | None = None, value: bytes | None = None,
-                 eof: bool = False) -> None:
-        self._offset, self._key, self._value = offset, key, value
+                 eof: bool = False, partition: int = 0) -> None:
+        self._offset, self._key, self._value, self._partition = offset, key, value, partition
         self._error = KafkaError(KafkaError._PARTITION_EOF) if eof else None
 
     def error(self) -> KafkaError | None:
@@ -151,6 +151,9 @@ class FakeMessage:
 
     def topic(self) -> str:
         return "profiles"
+
+    def partition(self) -> int:
+        return self._partition
 
     def offset(self) -> int:
         return self._offset
@@ -180,7 +183,8 @@ def _reader(tmp_path: Path, processor: object, positions: int, clean: bool
     stack = build_stack("p", engine, StringSerde(), JsonSerde())
     if clean:
         write_offsets(live, "p", 0, {"profiles": positions})
-    s = SideInputStore("p", ["profiles"], processor, stack.store, engine,  # type: ignore[arg-type]
+    s = SideInputStore("p", {"profiles": ("profiles", 0)}, processor,  # type: ignore[arg-type]
+                       stack.store, engine,
                        live, {"profiles": positions}, clean=clean)
     return SideInputReader(0, [s], None, lambda t: (None, None)), s  # type: ignore[arg-type]
 
@@ -216,3 +220,36 @@ def test_a_failing_processor_stops_naming_store_topic_and_offset(tmp_path: Path)
         reader._apply([FakeMessage(4, b"a", b"1")])
     assert s.positions == {"profiles": 0}
     s.engine.close()
+
+
+def test_a_broadcast_store_reads_every_partition_each_from_its_own_position(
+    tmp_path: Path,
+) -> None:
+    """Task 1 of a global table's store: partitions 0 and 1 of the topic, each named
+    ``<topic>#<p>`` in the checkpoint; a partition no store reads is ignored, and the
+    directory is trusted only with the same partitions (a topic grown is read again)."""
+    processor = KeyValueProcessor()
+    processor.init(SideInputsContext("p", 1, None, StringSerde(), JsonSerde()))  # type: ignore[arg-type]
+    live = tmp_path / "partition-1"
+    engine = RocksDbEngine(live)
+    stack = build_stack("p", engine, StringSerde(), JsonSerde())
+    read = {"profiles#0": ("profiles", 0), "profiles#1": ("profiles", 1)}
+    s = SideInputStore("p", read, processor, stack.store, engine,  # type: ignore[arg-type]
+                       live, {"profiles#0": 2, "profiles#1": 0}, clean=False)
+    reader = SideInputReader(1, [s], None, lambda t: (None, None))  # type: ignore[arg-type]
+    reader._apply([FakeMessage(1, b"old", b"1", partition=0),  # before partition 0's position
+                   FakeMessage(2, b"a", b"1", partition=0),
+                   FakeMessage(0, b"b", b"2", partition=1),
+                   FakeMessage(7, b"c", b"3", partition=2),  # not read by this store
+                   FakeMessage(1, b"a", None, partition=1),  # a tombstone from another partition
+                   FakeMessage(4, partition=0, eof=True)])
+    assert s.positions == {"profiles#0": 4, "profiles#1": 2} and reader.records == 3
+    with s.store.all() as it:
+        assert list(it) == [("b", 2)]
+    assert reader.offsets() == {"p": {"profiles#0": 4, "profiles#1": 2}}
+    reader.after_commit()
+    marks = {"profiles#0": (0, 4), "profiles#1": (0, 2), "profiles#2": (0, 0)}.get
+    assert distrust(live, {"profiles#0": 4, "profiles#1": 2}, list(read), marks) is None
+    assert "names side inputs" in (distrust(live, {"profiles#0": 4, "profiles#1": 2},
+                                            [*read, "profiles#2"], marks) or "")
+    engine.close()

@@ -57,3 +57,15 @@ rates = timed_joins.versioned_table("rates", "rate-versions", 60_000)
 trades.sliding_window(1_000).count("trades-per-second").final().to("rates-out")
 (trades.interval_join("quoted", quotes, -500, 0, lambda t, q: [t, q]).to("quoted-out"))
 trades.join_asof(rates, lambda t, r: [t, r]).to("valued")
+
+
+def order_regions(config: Any) -> App:
+    """Orders joined with a global table of customers (looked up by the order's customer,
+    not its key) and of regions (by the order's key): topics from the properties."""
+    app = App()
+    customers = app.global_table(config.get("customers.topic", "customers"), "customers")
+    orders = app.source(config.get("orders.topic", "orders"))
+    (orders.join(customers, lambda order, c: {**order, "region": c and c["region"]},
+                 how="left", key=lambda order: order["customer"])
+     .to(config.get("out.topic", "orders-with-region")))
+    return app

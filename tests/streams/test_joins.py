@@ -1,5 +1,6 @@
 """Stream-table lookup joins in the test driver: the table is a topic's latest value per key
-(a null deletes), a record joins the value its task holds when it comes."""
+(a null deletes), a record joins the value its task holds when it comes; the same for a
+table and a global table (tests/streams/test_global_table.py has the rest of those)."""
 
 from __future__ import annotations
 
@@ -7,18 +8,21 @@ import pytest
 
 from millpond.streams import App, DataflowError, TestDriver
 
+TABLES = ("table", "global_table")
 
-def _app(how: str) -> App:
+
+def _app(how: str, kind: str = "table") -> App:
     app = App()
-    zips = app.table("profiles", "user-zips")
+    zips = getattr(app, kind)("profiles", "user-zips")
     (app.source("views")
      .join(zips, lambda view, profile: {**view, "zip": profile and profile["zip"]}, how=how)
      .to("out"))
     return app
 
 
-def test_an_inner_join_drops_records_the_table_lacks_and_follows_its_updates() -> None:
-    driver = TestDriver(_app("inner"))
+@pytest.mark.parametrize("kind", TABLES)
+def test_an_inner_join_drops_records_the_table_lacks_and_follows_its_updates(kind: str) -> None:
+    driver = TestDriver(_app("inner", kind))
     driver.pipe("views", "ann", {"page": "/a"}, 10)  # no profile yet: dropped
     driver.pipe("profiles", "ann", {"zip": "10115"})
     driver.pipe("views", "ann", {"page": "/b"}, 20)
@@ -31,8 +35,9 @@ def test_an_inner_join_drops_records_the_table_lacks_and_follows_its_updates() -
     assert driver.state("user-zips") == {}
 
 
-def test_a_left_join_passes_none_for_a_missing_key() -> None:
-    driver = TestDriver(_app("left"))
+@pytest.mark.parametrize("kind", TABLES)
+def test_a_left_join_passes_none_for_a_missing_key(kind: str) -> None:
+    driver = TestDriver(_app("left", kind))
     driver.pipe("profiles", "bob", {"zip": "20095"})
     driver.pipe_all("views", [("ann", {"page": "/a"}), ("bob", {"page": "/b"})])
     assert driver.read("out") == [("ann", {"page": "/a", "zip": None}),

@@ -91,6 +91,7 @@ stores.profiles.key.serde=string
 stores.profiles.msg.serde=json
 stores.profiles.side.inputs=kafka.user-profiles
 stores.profiles.side.inputs.processor.factory=millpond.sideinputs.KeyValueProcessor
+stores.profiles.side.inputs.broadcast=true
 systems.kafka.bootstrap.servers=127.0.0.1:9092
 systems.kafka.consumer.fetch.min.bytes=1
 systems.kafka.consumer.auto.offset.reset=largest
