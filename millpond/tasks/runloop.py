@@ -126,9 +126,7 @@ class RunLoop:
         """One poll, open, dispatch, window and commit round."""
         self._faults.check()
         self.opener.outage.check()
-        # While a task can open, the opening is the wait: a poll that waits its full timeout
-        # for input (none flows before the first task is ready) would add 0.1 s per step.
-        msgs = self.consumer.consume(POLL_BATCH, 0 if self.opener.due else POLL_TIMEOUT_S)
+        msgs = self._poll()
         self._faults.check()  # a rebalance callback may have failed inside consume()
         if self.opener.pending:
             for instance in self.manager.open_some(OPEN_BUDGET_S):
@@ -173,6 +171,19 @@ class RunLoop:
         if self._queries is not None:  # nothing is half done now: answer waiting queries
             mailbox, directory = self._queries
             mailbox.serve(directory)
+
+    def _poll(self) -> list[Message]:
+        """The records ready now, up to a batch; when none are, the first to arrive within
+        POLL_TIMEOUT_S (the next poll takes those that came with it). Under load every poll
+        returns a full batch; when light, a record is processed as soon as it arrives, not
+        when a batch has filled or the timeout has passed (one consume call waits for
+        either). Each poll's records are dispatched before the next poll, which may serve a
+        rebalance. While a task can open, the opening is the wait: no poll waits for input
+        (none flows before the first task is ready)."""
+        msgs = self.consumer.consume(POLL_BATCH, 0)
+        if msgs or self.opener.due:
+            return msgs
+        return self.consumer.consume(1, POLL_TIMEOUT_S)
 
     def _bounded_end(self, now: float) -> bool:
         """Every task here is at the end of its inputs. A process holding only some of the
