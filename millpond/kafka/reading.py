@@ -70,8 +70,11 @@ _TRANSIENT = frozenset({
 
 def watermarks(consumer: Consumer, topic: str, partition: int, timeout: float = 30.0) -> tuple[int, int]:
     """(low, high) offsets of ``topic[partition]`` (high is the LSO for read_committed
-    consumers), retrying transient leader errors for up to ``timeout`` seconds."""
+    consumers), retrying transient leader errors for up to ``timeout`` seconds (every 20 ms
+    at first, doubling to 0.2 s: a topic this process just created has its leader within
+    tens of milliseconds, and a fresh job's first restores wait on it)."""
     deadline = time.monotonic() + timeout
+    backoff = 0.02
     while True:
         try:
             low, high = consumer.get_watermark_offsets(
@@ -88,7 +91,8 @@ def watermarks(consumer: Consumer, topic: str, partition: int, timeout: float = 
                 raise kind(
                     f"offsets of {topic}[{partition}] unavailable for {timeout:.0f}s: "
                     f"{error.str()}") from exc
-            time.sleep(0.2)
+            time.sleep(backoff)
+            backoff = min(2 * backoff, 0.2)
 
 
 def partition_count(consumer: Consumer, topic: str, timeout: float = 30.0) -> int | None:
