@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import signal
 import statistics
 import subprocess
 import sys
@@ -47,35 +48,81 @@ class Child:
 def run_child(cmd: list[str], *, env: dict[str, str] | None = None, cwd: Path = REPO,
               timeout: float = 600, logdir: Path | None = None, name: str = "child") -> Child:
     """Run ``cmd`` to its end; its rusage is taken with ``os.wait4`` (this child only)."""
-    logdir = logdir or Path(os.environ.get("TMPDIR", "/tmp"))
-    logdir.mkdir(parents=True, exist_ok=True)
-    out_path, err_path = logdir / f"{name}.out", logdir / f"{name}.err"
-    load_before, ticks_before = load_average(), cpu_ticks()
-    with open(out_path, "w") as out, open(err_path, "w") as err:
-        started = time.time()
-        proc = subprocess.Popen(cmd, cwd=cwd, stdout=out, stderr=err,
-                                env={**os.environ, **(env or {})})
+    return start_child(cmd, env=env, cwd=cwd, logdir=logdir, name=name).wait(timeout)
+
+
+def start_child(cmd: list[str], *, env: dict[str, str] | None = None, cwd: Path = REPO,
+                logdir: Path | None = None, name: str = "child") -> Running:
+    """Start ``cmd`` (stdout and stderr to ``<logdir>/<name>.out|.err``, the environment
+    this process's plus ``env``); :meth:`Running.wait` or :meth:`Running.stop` reaps it."""
+    return Running(cmd, env, cwd, logdir or Path(os.environ.get("TMPDIR", "/tmp")), name)
+
+
+class Running:
+    """A child process started by :func:`start_child`, until ``wait`` or ``stop`` reaps it
+    into a :class:`Child` (its rusage from ``os.wait4``: this child only)."""
+
+    def __init__(self, cmd: list[str], env: dict[str, str] | None, cwd: Path, logdir: Path,
+                 name: str) -> None:
+        logdir.mkdir(parents=True, exist_ok=True)
+        self.cmd = cmd
+        self._paths = logdir / f"{name}.out", logdir / f"{name}.err"
+        self.load_before, self._ticks = load_average(), cpu_ticks()
+        self._out, self._err = open(self._paths[0], "w"), open(self._paths[1], "w")  # noqa: SIM115 - closed in wait()
+        self.started = time.time()
+        try:
+            self.proc = subprocess.Popen(cmd, cwd=cwd, stdout=self._out, stderr=self._err,
+                                         env={**os.environ, **(env or {})})
+        except BaseException:
+            self._out.close()
+            self._err.close()
+            raise
+        self._peak = PeakRss(self.proc.pid)
+        self._peak.start()
+
+    def alive(self) -> bool:
+        """Whether it still runs (asked without reaping it, so wait4 still gets its rusage)."""
+        try:
+            return os.waitid(os.P_PID, self.proc.pid,
+                             os.WEXITED | os.WNOHANG | os.WNOWAIT) is None
+        except ChildProcessError:
+            return False
+
+    def _signal(self, signum: int) -> None:
+        # os.kill, not Popen.send_signal: that polls first, and a poll would reap the child
+        # (and its rusage) before wait4 does.
+        if self.alive():
+            os.kill(self.proc.pid, signum)
+
+    def wait(self, timeout: float) -> Child:
+        """Wait for its exit, killing it (SIGKILL) ``timeout`` seconds from now."""
         killed = threading.Event()
 
         def kill() -> None:
             killed.set()
-            proc.kill()
+            self._signal(signal.SIGKILL)
 
         timer = threading.Timer(timeout, kill)
         timer.start()
-        peak = PeakRss(proc.pid)
-        peak.start()
         try:
-            _, status, usage = os.wait4(proc.pid, 0)
+            _, status, usage = os.wait4(self.proc.pid, 0)
             exited = time.time()
         finally:
             timer.cancel()
-            peak.stop()
-    proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
-    return Child(cmd, proc.returncode, started, exited, usage.ru_utime + usage.ru_stime,
-                 peak.mb, out_path.read_text(errors="replace"),
-                 err_path.read_text(errors="replace"), killed.is_set(), load_before,
-                 steal_percent(ticks_before, cpu_ticks()))
+            self._peak.stop()
+            self._out.close()
+            self._err.close()
+        self.proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
+        return Child(self.cmd, self.proc.returncode, self.started, exited,
+                     usage.ru_utime + usage.ru_stime, self._peak.mb,
+                     self._paths[0].read_text(errors="replace"),
+                     self._paths[1].read_text(errors="replace"), killed.is_set(),
+                     self.load_before, steal_percent(self._ticks, cpu_ticks()))
+
+    def stop(self, grace: float = 60.0) -> Child:
+        """SIGTERM, then wait up to ``grace`` seconds for it to exit (SIGKILL after that)."""
+        self._signal(signal.SIGTERM)
+        return self.wait(grace)
 
 
 class PeakRss(threading.Thread):

@@ -14,7 +14,7 @@ import sys
 import time
 from typing import Any
 
-from millpond import StreamTask
+from millpond import OutgoingMessageEnvelope, StreamTask
 from millpond.streams import App
 
 _first: float | None = None
@@ -36,7 +36,7 @@ class BenchCounter(StreamTask):
         # Back to the class's method for every later lookup (a caller may still hold this
         # bound method for the rest of its batch, so don't assume it is called only once).
         self.__dict__.pop("process", None)
-        BenchCounter.process(self, envelope, collector, coordinator)
+        type(self).process(self, envelope, collector, coordinator)
 
     def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
         user = envelope.message["user_id"]
@@ -50,6 +50,25 @@ class BenchCounter(StreamTask):
         if self.timing_file:
             with open(self.timing_file, "w") as f:
                 json.dump({"first_message": _first, "end_of_stream": _end}, f)
+
+
+class LatencyCounter(BenchCounter):
+    """The latency workload's job (benchmarks/workloads/latency.py): BenchCounter's count,
+    and for every input message ``{"user_id", "seq", "ts_ms"}`` one output record
+    ``{"user", "count", "ts_ms", "seq"}`` keyed by the user to ``bench.output``, sent when the
+    message is processed (the reader measures its latency from ``ts_ms``, the produce time)."""
+
+    def init(self, context: Any) -> None:
+        super().init(context)
+        self.output = context.config.get("bench.output")
+
+    def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
+        msg = envelope.message
+        user = msg["user_id"]
+        count = (self.counts.get(user) or 0) + 1
+        self.counts.put(user, count)
+        collector.send(OutgoingMessageEnvelope(self.output, key=user, message={
+            "user": user, "count": count, "ts_ms": msg["ts_ms"], "seq": msg["seq"]}))
 
 
 class BenchKeeper(StreamTask):

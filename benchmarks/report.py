@@ -805,6 +805,7 @@ def markdown(results: dict[str, Any]) -> str:
                               summarize([ph["cgroup_peak_mb"]]), "MiB", ""))
             lines.append(_row("  ↳ wall", summarize([ph["wall_s"]]), "s", ""))
     lines.append("")
+    lines += latency_table(results)
 
     tg = results.get("targets") or []
     if tg:
@@ -928,6 +929,86 @@ def markdown(results: dict[str, Any]) -> str:
         lines += [f"- {p.splitlines()[0][:400]}" for p in problems]
     lines.append("")
     return "\n".join(lines)
+
+
+# ---- the latency workload (benchmarks/workloads/latency.py) ---------------------------------
+def _latency_groups(results: dict[str, Any]) -> dict[tuple[str, int], list[dict[str, Any]]]:
+    """The latency workload's rows by (guarantee, commit ms), in the order they ran."""
+    out: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for entry in ((results.get("latency") or {}).get("rows") or {}).values():
+        out.setdefault((entry.get("guarantee"), entry.get("commit_ms")), []).append(entry)
+    return out
+
+
+def _ms(fig: dict[str, Any] | None) -> str:
+    """A latency figure: its median, with (min - max) over more than one run."""
+    if not fig or fig.get("median") is None:
+        return "–"
+    text = _fmt(fig["median"])
+    return text + (f" ({_fmt(fig['min'])} – {_fmt(fig['max'])})" if fig.get("n", 0) > 1
+                   else "")
+
+
+def _lost(entry: dict[str, Any]) -> str:
+    if entry.get("wrong"):
+        return "**WRONG**: " + "; ".join(
+            f"{(r.get('examples') or {}).get('missing', r.get('missing'))} missing, "
+            f"{r.get('duplicates')} twice" for r in entry.get("runs", []) if not r.get("correct"))
+    return "none lost" if entry.get("good_runs") else "**FAILED**"
+
+
+def _latency_cell(entries: list[dict[str, Any]]) -> str:
+    """One system's latency rows of a guarantee in one cell: per input rate, p50 / p99 /
+    p99.9 / max, the rate achieved and whether every input came out."""
+    parts = []
+    for e in entries:
+        head = f"{_many(e.get('rate') or 0)} msg/s"
+        if not e.get("good_runs"):
+            parts.append(f"{head}: {_lost(e)}")
+            continue
+        parts.append(f"{head}: p50 {_ms(e.get('p50_ms'))} / p99 {_ms(e.get('p99_ms'))} / "
+                     f"p99.9 {_ms(e.get('p99_9_ms'))} / max {_ms(e.get('max_ms'))} ms "
+                     f"({_n(_med(e.get('achieved_rate')))} msg/s achieved, {_lost(e)})")
+    return "; ".join(parts)
+
+
+def latency_table(results: dict[str, Any]) -> list[str]:
+    """results.md's latency table: a row per system, guarantee, commit interval and rate."""
+    lat = results.get("latency") or {}
+    rows = lat.get("rows") or {}
+    if not rows:
+        return []
+    li = lat.get("input") or {}
+    lines = [
+        f"End-to-end latency (`--only latency`, benchmarks/workloads/latency.py): a keyed "
+        f"count that sends one output record per input message; the input produced at a fixed "
+        f"rate ({li.get('producer')}) for {li.get('seconds', 0):g} s after a "
+        f"{li.get('warmup_s', 0):g} s warm-up that is not measured (it begins once the job's "
+        f"first output was seen), {li.get('users', 0):,} users, {li.get('partitions')} "
+        f"partitions. Latency = when the reader saw the output record - the input's produce "
+        f"time (`ts_ms`); the reader ({li.get('reader')}) reads `read_committed` under "
+        f"exactly-once, `read_uncommitted` otherwise. Every input must come out (exactly once "
+        f"under exactly-once). The producer stamps `ts_ms` at each `produce` call, so a "
+        f"message it sent late (behind its schedule, e.g. while the harness was not "
+        f"scheduled) is timed from when it was sent.",
+        "",
+        "| system | guarantee | commit ms | rate msg/s | achieved msg/s | producer behind "
+        "(max ms) | outputs | lost | p50 ms | p99 ms | p99.9 ms | max ms | job CPU s | CPU "
+        "steal | load before → after |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: "
+        "| ---: | --- |"]
+    for e in rows.values():
+        loads = ", ".join(f"{(b or ['?'])[0]} → {(a or ['?'])[0]}" for b, a in
+                          zip(e.get("load_average_before") or [],
+                              e.get("load_average_after") or [], strict=False))
+        lines.append(
+            f"| {e.get('system')} | {e.get('guarantee')} | {e.get('commit_ms')} | "
+            f"{_n(e.get('rate'))} | {_n(_med(e.get('achieved_rate')))} | "
+            f"{_n(_med(e.get('max_behind_ms')))} | {_n(_med(e.get('outputs')))} | {_lost(e)} | {_ms(e.get('p50_ms'))} | "
+            f"{_ms(e.get('p99_ms'))} | {_ms(e.get('p99_9_ms'))} | {_ms(e.get('max_ms'))} | "
+            f"{_n(_med(e.get('cpu_s')))} | {_pct(_med(e.get('cpu_steal_percent')))} | "
+            f"{loads} |")
+    return [*lines, ""]
 
 
 # ---- the README's Benchmarks block -----------------------------------------------------------
@@ -1194,6 +1275,16 @@ def readme_table(results: dict[str, Any]) -> str:
                                + (f", {rec:,} records" if isinstance(rec, int) else "") + ")",
             f"{_n(_med(figs.get('records_per_second')))} rec/s (+"
             f"{_n(_med(figs.get('spark_startup_seconds')))} s Spark start-up)")
+    lat = results.get("latency") or {}
+    li = lat.get("input") or {}
+    for (guarantee, commit_ms), entries in _latency_groups(results).items():
+        cells = {system: _latency_cell([e for e in entries if e.get("system") == system])
+                 for system in ("millpond", "quix", "bytewax")}
+        row(f"latency {guarantee} {commit_ms}",
+            f"end-to-end latency of a keyed count (an output per input), {guarantee}, "
+            f"commit {commit_ms} ms, {_many(li.get('users') or 0)} users, "
+            f"{li.get('seconds', 0):g} s at each fixed input rate",
+            cells["millpond"], cells["quix"], bytewax=cells["bytewax"])
     left = [t for rid, ts in by_row.items() if rid not in used for t in ts]
     if left:
         lines.append(f"| other targets | | | | | | "

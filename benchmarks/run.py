@@ -28,14 +28,19 @@ from an S3Proxy snapshot + changelog tail vs full changelog replay),
 Parquet rows) and ``memory-cap`` (benchmarks/memory_cap.py: a read-then-write job of 1.6M
 keys x 1 KB inside a 384 MB cgroup with ``job.container.memory.mb=384``, one task and one
 store, then 4 tasks x 2 stores: build, restart, restore, each phase's peak RSS against the
-budget). Every figure is the median of the runs with min
+budget) and ``latency`` (benchmarks/workloads/latency.py: end-to-end latency of a keyed
+count that sends an output per input, the input produced at fixed rates (--latency-rates,
+default 5,000 and 20,000 msg/s) for --latency-seconds; p50 / p99 / p99.9 / max at each
+guarantee with task.commit.ms 1000 and exactly-once at 100, every input checked to come
+out). Every figure is the median of the runs with min
 and max; every count and restore is checked against the exact reference; every run records
 the load average before it and the CPU steal during it.
 Writes ``results.json``, ``results.md`` and ``readme-table.md`` (docs/benchmarks.md's table,
 ready to paste) into ``--out-dir`` (default: benchmarks/).
 
 This module parses the arguments and runs the selected workloads in order; each workload
-family lives in ``benchmarks/workloads/`` (limits, count, restore, store, spark, memory) as functions
+family lives in ``benchmarks/workloads/`` (limits, count, restore, store, spark, memory,
+latency) as functions
 of the shared ``benchmarks.harness.Harness``; ``benchmarks/meta.py`` writes the run summary.
 """
 
@@ -55,6 +60,7 @@ from benchmarks.harness import Harness, say
 from benchmarks.workloads import (
     count,
     dataflow,
+    latency,
     limits,
     memory,
     restore,
@@ -68,7 +74,8 @@ STEPS: dict[str, Callable[[Harness], None]] = {
     "limits": limits.limits, "count": count.count, "dataflow": dataflow.dataflow,
     "windows": windows.windows, "skew": count.skew, "rss": count.rss,
     "restore": restore.restore, "snapshot-restore": restore.snapshot_restore,
-    "store": store.store, "spark": spark.spark, "memory-cap": memory.memory_cap}
+    "store": store.store, "spark": spark.spark, "memory-cap": memory.memory_cap,
+    "latency": latency.latency}
 WORKLOADS = tuple(STEPS)
 ALL_SYSTEMS = ("millpond", "quix", "faust", "bytewax")
 
@@ -76,13 +83,14 @@ FULL = {"messages": 2_000_000, "users": 100_000, "faust_messages": 30_000,
         "store_ops": 1_000_000, "hot_ops": 2_000_000, "spark_records": 500_000, "spark_large_records": 2_000_000,
         "spark_bootstrap_records": 2_000_000, "large_records": 200_000, "restore_sizes": "2000000,4000000,8000000",
         "skew_messages": 2_000_000, "skew_users": 1_000_000, "rss_messages": 2_000_000,
-        "rss_users": 1_000_000, "snapshot_records": 4_000_000, "memcap_keys": 1_600_000}
+        "rss_users": 1_000_000, "snapshot_records": 4_000_000, "memcap_keys": 1_600_000,
+        "latency_rates": "5000,20000", "latency_seconds": 30.0}
 QUICK = {"messages": 20_000, "users": 2_000, "faust_messages": 5_000, "store_ops": 20_000,
          "hot_ops": 20_000, "spark_records": 20_000, "spark_large_records": 2_000, "spark_bootstrap_records": 20_000,
          "large_records": 5_000,
          "restore_sizes": "5000,20000", "skew_messages": 20_000, "skew_users": 10_000,
          "rss_messages": 20_000, "rss_users": 10_000, "snapshot_records": 20_000,
-         "memcap_keys": 20_000}
+         "memcap_keys": 20_000, "latency_rates": "500", "latency_seconds": 3.0}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -181,6 +189,24 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--memcap-layouts", default="1x1,4x2",
                    help="tasks x stores per task of the memory-cap runs, comma-separated "
                         "(default 1x1,4x2: one task and one store; 4 tasks and 2 stores each)")
+    p.add_argument("--latency-rates",
+                   help="input rates (msg/s, comma-separated) of the latency workload "
+                        "(default 5000,20000; --quick 500)")
+    p.add_argument("--latency-seconds", type=float,
+                   help="seconds each latency run measures, after its warm-up (default 30; "
+                        "--quick 3)")
+    p.add_argument("--latency-warmup-s", type=float, default=2.0,
+                   help="seconds of paced input after the job's first output that the "
+                        "latency figures leave out (default 2)")
+    p.add_argument("--latency-users", type=int, default=10_000,
+                   help="distinct users of the latency workload's input (default 10k)")
+    p.add_argument("--latency-rows", default="alo,eo,eos,eos-100",
+                   help="the latency rows to run (default all: at-least-once, "
+                        "effectively-once and exactly-once at task.commit.ms 1000, and "
+                        "exactly-once at 100)")
+    p.add_argument("--latency-runs", type=int, default=1,
+                   help="runs of each latency row (default 1: each run has thousands of "
+                        "latencies a second; rounds alternate their order)")
     p.add_argument("--out-dir", type=Path, default=REPO / "benchmarks",
                    help="where results.json, results.md and readme-table.md go (default "
                         "benchmarks/)")
@@ -201,6 +227,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     bad_runs = [s for s in args.dataflow_runs if s not in MILLPOND_RUNS]
     if bad_runs:
         p.error(f"unknown --dataflow-runs {bad_runs}; choose from {', '.join(MILLPOND_RUNS)}")
+    from benchmarks.workloads.latency import ROWS
+
+    args.latency_row_list = [s.strip() for s in args.latency_rows.split(",") if s.strip()]
+    bad_rows = [s for s in args.latency_row_list if s not in ROWS]
+    if bad_rows:
+        p.error(f"unknown --latency-rows {bad_rows}; choose from {', '.join(ROWS)}")
     bad = [s for s in args.system_list if s not in ALL_SYSTEMS]
     if bad:
         p.error(f"unknown system(s) {bad}; choose from {', '.join(ALL_SYSTEMS)}")
@@ -215,6 +247,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     for key, value in sizes.items():
         if getattr(args, key) is None:
             setattr(args, key, value)
+    try:
+        args.latency_rate_list = [int(r) for r in args.latency_rates.split(",") if r.strip()]
+    except ValueError:
+        p.error(f"--latency-rates: msg/s, comma-separated, not {args.latency_rates!r}")
+    if any(r < 1 for r in args.latency_rate_list) or args.latency_seconds <= 0:
+        p.error("--latency-rates and --latency-seconds must be positive")
     if args.peer_runs is None:
         args.peer_runs = args.runs
     args.faust_runs = args.faust_runs if args.faust_runs is not None else args.runs

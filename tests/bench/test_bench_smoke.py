@@ -12,15 +12,12 @@ dataflow workload on 2,000 messages (the two-stage app and Bytewax).
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from benchmarks import data, report
-from tests.kafka_util import REPO
+from tests.bench.helpers import run_bench
 
 pytestmark = pytest.mark.kafka
 
@@ -38,16 +35,8 @@ def _good(entry: dict, messages: int, keys: int) -> None:
 
 @pytest.mark.slow  # 54 s in CI: make test-slow keeps make test under 20 min
 def test_quick_run_writes_correct_results(kafka_bootstrap: str, tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "benchmarks.run", "--quick", "--runs", "1",
-           "--only", "limits,count,skew,rss,store", "--systems", "millpond",
-           "--bootstrap", kafka_bootstrap, "--out-dir", str(out),
-           "--work-dir", str(tmp_path / "work")]
-    done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-
-    results = json.loads((out / "results.json").read_text())
-    assert results["problems"] == [], results["problems"]
+    results, out = run_bench(kafka_bootstrap, tmp_path, "--quick", "--runs", "1", "--only",
+                             "limits,count,skew,rss,store", "--systems", "millpond")
     sizes = results["meta"]["sizes"]
     assert sizes["messages"] == 20_000
     assert (sizes["skew_messages"], sizes["skew_users"], sizes["skew_exponent"]) == (
@@ -148,16 +137,9 @@ def test_quick_dataflow_run_counts_exactly(kafka_bootstrap: str, tmp_path: Path)
     the reports. The dataflow count and the one-stage app run the same path without the hop
     (each millpond run costs seconds here, so they are left out); test_bench_apps.py checks
     every app on the TestDriver and the workload's targets from a results dict."""
-    out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "benchmarks.run", "--runs", "1", "--only", "dataflow",
-           "--systems", "millpond,bytewax", "--dataflow-runs", "two-stage",
-           "--messages", "2000", "--users", "200", "--bootstrap", kafka_bootstrap,
-           "--out-dir", str(out), "--work-dir", str(tmp_path / "work")]
-    done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-
-    results = json.loads((out / "results.json").read_text())
-    assert results["problems"] == [], results["problems"]
+    results, out = run_bench(kafka_bootstrap, tmp_path, "--runs", "1", "--only", "dataflow",
+                             "--systems", "millpond,bytewax", "--dataflow-runs", "two-stage",
+                             "--messages", "2000", "--users", "200")
     df = results["dataflow"]
     assert all(r["records"] == 2_000 for r in df["limits"]["runs"]["consume_json"])
     _good(df["count"]["bytewax (recovery on)"], 2_000, 200)

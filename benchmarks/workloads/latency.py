@@ -1,0 +1,483 @@
+"""The ``latency`` workload (issue #39): end-to-end latency of a keyed count at a fixed input
+rate.
+
+For each row (system, guarantee, commit interval) and each rate of ``--latency-rates``, on
+an input and an output topic of its own (``--partitions`` each):
+
+1. the system's keyed count starts (millpond: ``benchmarks.jobs.LatencyCounter`` under
+   ``millpond run``, unbounded): for every input message it updates the user's count in its
+   ``counts`` store and sends ``{"user", "count", "ts_ms", "seq"}`` to the output topic;
+2. a reader of the output topic starts (``read_committed`` for transactional outputs, i.e.
+   exactly-once, ``read_uncommitted`` otherwise) and notes, for every record, when it saw it;
+3. probes, one message every PROBE_EVERY_S, go in until the reader sees the first output:
+   the job is up and has processed a message, so its start-up is not measured;
+4. a paced producer (confluent-kafka, ``linger.ms`` LINGER_MS, idempotent) writes
+   ``{"user_id", "seq", "ts_ms"}`` at the row's rate for ``--latency-warmup-s`` +
+   ``--latency-seconds``, ``ts_ms`` being the wall clock (ms) of each ``produce`` call; users
+   are ``--latency-users`` keys in the page views' interleaved walk, partitioned by user
+   number as the count's input is;
+5. once every message produced has an output (or none came for DRAIN_S + 3 commit
+   intervals), the job is stopped (SIGTERM, bounded) and the reader with it.
+
+Latency is (when the reader saw an output record) - its ``ts_ms``, for the first sighting of
+each paced message after the warm-up's (the first ``--latency-warmup-s`` x rate): p50, p99,
+p99.9 and max. Every seq
+produced (probes included) must appear in the output, at least once, and under exactly-once
+exactly once; else the run is WRONG. Beside them: the rate the producer achieved and how far
+it fell behind its schedule, the job's CPU and peak RSS, and the load average and CPU steal
+while it ran.
+
+A system is a function in SYSTEMS that starts its job and returns a :class:`Job`; a peer
+(Quix Streams, Bytewax) is another entry, its rows run through the same producer, reader and
+checks.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import orjson
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+from benchmarks import data, systems
+from benchmarks.common import MILLPOND, Child, load_average, start_child, summarize
+from benchmarks.harness import Harness, say
+from benchmarks.workloads.count import _failed
+from millpond.kafka.reading import FETCH_QUEUE_BACKOFF_MS
+
+# --latency-rows picks rows by these names: (guarantee, task.commit.ms).
+ROWS: dict[str, tuple[str, int]] = {"alo": ("at-least-once", 1000),
+                                    "eo": ("effectively-once", 1000),
+                                    "eos": ("exactly-once", 1000),
+                                    "eos-100": ("exactly-once", 100)}
+LINGER_MS = 5  # the producer's linger.ms: librdkafka's default, as millpond's own producers
+PROBE_EVERY_S = 0.1  # a probe message this often until the first output is seen
+START_TIMEOUT_S = 120.0  # the first output must be seen within this
+DRAIN_S = 15.0  # after the last message: give up when no output came for this + 3 commit intervals
+DRAIN_CAP_S = 300.0  # ... or after this long
+POLL_S = 0.05  # the reader's wait for a next record when none has arrived
+PERCENTILES = (("p50", 500), ("p99", 990), ("p99_9", 999))  # per mille: exact ranks
+
+
+@dataclass(frozen=True)
+class Row:
+    """One row of the latency table: a system's count at a guarantee, commit interval and
+    input rate."""
+
+    system: str
+    guarantee: str
+    commit_ms: int
+    rate: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.system} {self.guarantee}, commit {self.commit_ms} ms, {self.rate} msg/s"
+
+    @property
+    def isolation(self) -> str:
+        return isolation(self.guarantee)
+
+
+def isolation(guarantee: str) -> str:
+    """How the reader reads a guarantee's outputs: committed only where they are
+    transactional (exactly-once)."""
+    return "read_committed" if guarantee == "exactly-once" else "read_uncommitted"
+
+
+# ---- the figures (no Kafka: tests/bench/test_bench_latency.py) ----------------------------
+def percentiles(values: Iterable[float]) -> dict[str, Any]:
+    """Nearest-rank p50, p99, p99.9, max and mean of ``values`` (None each when empty)."""
+    ordered = sorted(values)
+    n = len(ordered)
+    out: dict[str, Any] = {"n": n, "max": ordered[-1] if n else None,
+                           "mean": sum(ordered) / n if n else None}
+    for name, per_mille in PERCENTILES:
+        rank = -(-per_mille * n // 1000)  # ceil(q * n), in integers
+        out[name] = ordered[max(0, rank - 1)] if n else None
+    return out
+
+
+def loss_check(seqs: Iterable[int], produced: int, exactly_once: bool) -> dict[str, Any]:
+    """Whether every seq in ``range(produced)`` is in ``seqs`` (at least once; exactly once
+    when ``exactly_once``): the missing, duplicated and unexpected seqs, with examples."""
+    times = [0] * produced
+    unexpected: list[int] = []
+    for s in seqs:
+        if 0 <= s < produced:
+            times[s] += 1
+        else:
+            unexpected.append(s)
+    missing = [s for s, n in enumerate(times) if n == 0]
+    duplicated = [s for s, n in enumerate(times) if n > 1]
+    extra = sum(n - 1 for n in times if n > 1)
+    correct = not missing and not unexpected and not (exactly_once and duplicated)
+    return {"correct": correct, "missing": len(missing), "missing_examples": missing[:10],
+            "duplicates": extra, "duplicated_seqs": len(duplicated),
+            "duplicate_examples": duplicated[:10], "unexpected": len(unexpected),
+            "unexpected_examples": unexpected[:10]}
+
+
+def latencies(records: Iterable[tuple[int, float, float]], first_seq: int) -> list[float]:
+    """(seen - ts_ms) of the first sighting of each ``(seq, ts_ms, seen_ms)`` record whose seq
+    is ``first_seq`` or later (the probes and the warm-up's messages left out)."""
+    out: list[float] = []
+    first: set[int] = set()
+    for seq, ts, seen in records:
+        if seq >= first_seq and seq not in first:
+            first.add(seq)
+            out.append(seen - ts)
+    return out
+
+
+def input_record(seq: int, users: int, partitions: int) -> tuple[bytes, int, str]:
+    """Message ``seq``'s key, partition and the value's head (``ts_ms`` goes last, at the
+    produce call): the page views' user walk, partitioned by user number."""
+    u = data.user_of(seq, users)
+    user = f"user-{u:06d}"
+    return user.encode(), u % partitions, f'{{"user_id":"{user}","seq":{seq},"ts_ms":'
+
+
+# ---- the producer ------------------------------------------------------------------------
+class Feed:
+    """The input's producer: probes, then a paced run; counts what it produced and failed."""
+
+    def __init__(self, bootstrap: str, topic: str, users: int, partitions: int) -> None:
+        self.topic, self.users, self.partitions = topic, users, partitions
+        self.failed = 0
+        self.next_seq = 0
+        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": LINGER_MS,
+                                  "enable.idempotence": True, "compression.type": "none",
+                                  "delivery.report.only.error": True,
+                                  "on_delivery": self._delivered})
+
+    def _delivered(self, err: Any, _msg: Any) -> None:
+        if err is not None:
+            self.failed += 1
+
+    def send(self, deadline: float) -> None:
+        """Produce the next seq, stamped with the wall clock in ms (BufferError: poll and
+        retry until ``deadline``, time.monotonic())."""
+        key, partition, head = input_record(self.next_seq, self.users, self.partitions)
+        while True:
+            try:
+                self.producer.produce(self.topic, f"{head}{time.time() * 1000:.3f}}}".encode(),
+                                      key, partition)
+                break
+            except BufferError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the producer's queue stayed full; "
+                                       f"{self.next_seq} messages produced") from None
+                self.producer.poll(0.01)
+        self.next_seq += 1
+
+    def probe_until(self, seen: Callable[[], bool], timeout: float) -> float:
+        """A message every PROBE_EVERY_S until ``seen()``; the seconds it took. Raises when
+        ``timeout`` passes first."""
+        began = time.monotonic()
+        while not seen():
+            if time.monotonic() - began > timeout:
+                raise RuntimeError(f"no output within {timeout:.0f} s of the first of "
+                                   f"{self.next_seq} probe messages")
+            self.send(began + timeout)
+            self.producer.flush(PROBE_EVERY_S)
+            time.sleep(PROBE_EVERY_S)
+        return time.monotonic() - began
+
+    def paced(self, rate: float, seconds: float) -> dict[str, Any]:
+        """``rate`` messages a second for ``seconds``: each message goes when its time in the
+        schedule has come (a sleep until then; a late one goes at once, so the schedule,
+        not the sleeps, sets the rate), the producer polled before each sleep and every
+        1,000 messages. The rate achieved and how far behind its schedule a message went
+        (ms)."""
+        total = round(rate * seconds)
+        first_seq = self.next_seq
+        began = time.perf_counter()
+        deadline = time.monotonic() + seconds + 60
+        behind = 0.0
+        poll = self.producer.poll
+        clock, sleep = time.perf_counter, time.sleep
+        for i in range(total):
+            due = began + i / rate
+            now = clock()
+            if now < due:
+                poll(0)
+                sleep(due - now)
+                now = clock()
+            elif i % 1000 == 0:
+                poll(0)  # served on every round, also when behind
+            behind = max(behind, now - due)
+            self.send(deadline)
+        ended = time.perf_counter()
+        left = self.producer.flush(30)
+        if left:
+            raise RuntimeError(f"{left} input messages were not delivered in 30 s")
+        elapsed = ended - began
+        return {"first_seq": first_seq, "messages": total, "target_rate": rate,
+                "seconds": elapsed,
+                "achieved_rate": (total - 1) / elapsed if total > 1 and elapsed else None,
+                "max_behind_ms": behind * 1000, "delivery_failures": self.failed}
+
+
+# ---- the reader --------------------------------------------------------------------------
+class OutputReader(threading.Thread):
+    """Reads the output topic from its start and notes each record's ``(seq, ts_ms,
+    seen_ms)``, seen_ms the wall clock when the client handed it over (in a batch of what
+    had arrived, or alone after a wait)."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, isolation: str) -> None:
+        super().__init__(daemon=True, name=f"latency-reader-{topic}")
+        self.isolation = isolation
+        self.consumer = Consumer({
+            "bootstrap.servers": bootstrap, "group.id": f"bench-lat-{uuid.uuid4().hex}",
+            "enable.auto.commit": False, "isolation.level": isolation,
+            "fetch.wait.max.ms": 100, "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS})
+        self.consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        self.records: list[tuple[int, float, float]] = []
+        self.malformed = 0
+        self.error: str | None = None
+        self.first_seen = threading.Event()
+        self._done = threading.Event()
+
+    def run(self) -> None:
+        loads = orjson.loads
+        try:
+            while not self._done.is_set():
+                # What has arrived, at once; when nothing has, wait for the next record only:
+                # consume(n, timeout) would wait for n records or the whole timeout, adding
+                # up to that timeout to the latency it measures.
+                batch = self.consumer.consume(1000, 0)
+                if not batch:
+                    one = self.consumer.poll(POLL_S)
+                    batch = [one] if one is not None else []
+                seen = time.time() * 1000
+                for msg in batch:
+                    err = msg.error()
+                    if err is not None:
+                        if err.code() != KafkaError._PARTITION_EOF:
+                            self.error = err.str()
+                        continue
+                    try:
+                        v = loads(msg.value() or b"null")
+                        self.records.append((int(v["seq"]), float(v["ts_ms"]), seen))
+                    except (ValueError, KeyError, TypeError):
+                        self.malformed += 1
+                if self.records:
+                    self.first_seen.set()
+        except Exception as exc:  # the run fails with it, not the thread silently
+            self.error = repr(exc)
+        finally:
+            self.consumer.close()
+
+    def drain(self, produced: int, exactly_once: bool, idle_s: float) -> dict[str, Any]:
+        """Wait until every seq below ``produced`` was read, or no record came for
+        ``idle_s`` seconds (or DRAIN_CAP_S passed); the loss check of what was read then,
+        with the seconds waited."""
+        began = time.monotonic()
+        count, progress = -1, began
+        while True:
+            now = time.monotonic()
+            if len(self.records) != count:
+                count, progress = len(self.records), now
+            done = (now - progress > idle_s or now - began > DRAIN_CAP_S
+                    or not self.is_alive())
+            if count >= produced or done:
+                check = loss_check((r[0] for r in self.records[:count]), produced,
+                                   exactly_once)
+                if not check["missing"] or done:
+                    return {**check, "drain_s": now - began}
+            time.sleep(0.25)
+
+    def stop(self) -> None:
+        self._done.set()
+        self.join(timeout=10 + POLL_S)
+
+
+# ---- the systems -------------------------------------------------------------------------
+class Job(Protocol):
+    """A system's running count: alive or not, and stop (bounded) with its process figures."""
+
+    def alive(self) -> bool: ...
+
+    def stop(self) -> dict[str, Any]: ...
+
+
+class MillpondJob:
+    """``millpond run`` (unbounded) of benchmarks.jobs.LatencyCounter."""
+
+    def __init__(self, h: Harness, row: Row, topic: str, output: str, tag: str) -> None:
+        ctx = h.ctx
+        self.name = f"mpl-{ctx.salt}-{systems.SHORT[row.guarantee]}-{tag}"
+        run_dir = ctx.work / self.name
+        run_dir.mkdir(parents=True, exist_ok=True)
+        props = systems.millpond_props(ctx, self.name, topic, row.guarantee,
+                                       run_dir / "state", run_dir / "timing.json")
+        props.update({"task.class": "benchmarks.jobs.LatencyCounter",
+                      "task.commit.ms": row.commit_ms, "bench.output": f"kafka.{output}"})
+        self.config = run_dir / "job.properties"
+        self.config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        self.running = start_child([MILLPOND, "run", "--config", str(self.config)],
+                                   logdir=run_dir, name="run")
+
+    def alive(self) -> bool:
+        return self.running.alive()
+
+    def stop(self) -> dict[str, Any]:
+        child: Child = self.running.stop(grace=60)
+        return {"job": self.name, "config": str(self.config),
+                **systems._child_fields(child),
+                **({"error": f"exit {child.returncode}: {child.tail()}"}
+                   if child.returncode != 0 else {})}
+
+
+SYSTEMS: dict[str, Callable[[Harness, Row, str, str, str], Job]] = {"millpond": MillpondJob}
+
+
+# ---- a run -------------------------------------------------------------------------------
+def _topics(h: Harness, tag: str) -> tuple[str, str]:
+    """A fresh input and output topic of this run."""
+    out = []
+    for kind in ("in", "out"):
+        topic = f"millpond-bench-lat{kind}-{h.salt}-{tag}"
+        data.create_topic(h.args.bootstrap, topic, h.args.partitions)
+        h.topics.append(topic)
+        out.append(topic)
+    return out[0], out[1]
+
+
+def measure(h: Harness, row: Row, tag: str) -> dict[str, Any]:
+    """One run of ``row``: start the system's job and the reader, probe until the first
+    output, produce at the rate, drain, stop; the figures and the loss check."""
+    a = h.args
+    topic, output = _topics(h, tag)
+    res: dict[str, Any] = {"system": row.system, "guarantee": row.guarantee,
+                           "commit_ms": row.commit_ms, "rate": row.rate,
+                           "isolation": row.isolation, "warmup_s": a.latency_warmup_s,
+                           "seconds": a.latency_seconds, "users": a.latency_users,
+                           "partitions": a.partitions, "input": topic, "output": output}
+    cpu_before = time.process_time()
+    reader = OutputReader(a.bootstrap, output, a.partitions, row.isolation)
+    reader.start()
+    feed = Feed(a.bootstrap, topic, a.latency_users, a.partitions)
+    job: Job | None = None
+    failure = None
+    try:
+        job = SYSTEMS[row.system](h, row, topic, output, tag)
+        up = job
+        res["startup_s"] = feed.probe_until(
+            lambda: reader.first_seen.is_set() or not up.alive(), START_TIMEOUT_S)
+        if not job.alive():
+            raise RuntimeError("the job exited before its first output")
+        res["probes"] = feed.next_seq
+        res["produce"] = feed.paced(row.rate, a.latency_warmup_s + a.latency_seconds)
+        res["drain"] = reader.drain(feed.next_seq, row.guarantee == "exactly-once",
+                                    DRAIN_S + 3 * row.commit_ms / 1000)
+    except Exception as exc:
+        failure = f"{exc!r}"
+    finally:
+        if job is not None:
+            res.update(job.stop())
+        reader.stop()
+        res["driver_cpu_s"] = time.process_time() - cpu_before
+        res["load_average_after"] = load_average()
+    if failure is not None:
+        error = "; ".join(e for e in (failure, res.get("error")) if e)
+        return {**res, "ok": False, "error": error}
+    return _figures(res, reader, feed.next_seq)
+
+
+def _figures(res: dict[str, Any], reader: OutputReader, produced: int) -> dict[str, Any]:
+    """The run's latency percentiles, outputs and verdict (ok: it ran; correct: nothing
+    lost, and under exactly-once nothing twice)."""
+    prod, check = res["produce"], res["drain"]
+    # The paced messages of the warm-up's seconds are not measured.
+    measured_from = prod["first_seq"] + round(res["warmup_s"] * prod["target_rate"])
+    res["latency_ms"] = percentiles(latencies(reader.records, measured_from))
+    res.update({"produced": produced, "outputs": len(reader.records),
+                "malformed": reader.malformed, "achieved_rate": prod["achieved_rate"],
+                **{k: check[k] for k in ("missing", "duplicates", "unexpected")}})
+    problems = [p for p in (res.get("error"), reader.error and f"reader: {reader.error}",
+                            prod["delivery_failures"]
+                            and f"{prod['delivery_failures']} input messages not delivered")
+                if p]
+    res["ok"] = not problems and res["latency_ms"]["n"] > 0
+    if not res["ok"]:
+        res["error"] = "; ".join(problems) or "no output of the measured messages was read"
+    res["correct"] = check["correct"] and not reader.malformed
+    if not res["correct"]:
+        res["examples"] = {k: check[k] for k in ("missing", "missing_examples",
+                                                  "duplicate_examples", "unexpected_examples")}
+    return res
+
+
+def _say(row: Row, res: dict[str, Any]) -> None:
+    if not res.get("ok"):
+        say(f"  {row.key}: FAILED {str(res.get('error'))[:300]}")
+        return
+    lat = res["latency_ms"]
+    say(f"  {row.key}: p50 {lat['p50']:.1f} ms, p99 {lat['p99']:.1f} ms, p99.9 "
+        f"{lat['p99_9']:.1f} ms, max {lat['max']:.1f} ms over {lat['n']:,}; achieved "
+        f"{res['achieved_rate']:,.0f} msg/s; {res['outputs']:,} outputs of "
+        f"{res['produced']:,} produced, {res['missing']} missing, {res['duplicates']} "
+        f"twice; steal {res.get('cpu_steal_percent')}%, load {res.get('load_average_before')}"
+        f" -> {res.get('load_average_after')}"
+        f"{'' if res.get('correct') else ' WRONG'}")
+
+
+def _plan(h: Harness) -> list[Row]:
+    a = h.args
+    return [Row(system, *ROWS[name], rate) for rate in a.latency_rate_list
+            for system in SYSTEMS if system in a.system_list
+            for name in a.latency_row_list]
+
+
+def summarize_latency(rs: list[dict[str, Any]]) -> dict[str, Any]:
+    """A row's runs: the median (min, max) of each figure over its good runs."""
+    good = [r for r in rs if r.get("ok") and r.get("correct")]
+    out: dict[str, Any] = {"runs": rs, "good_runs": len(good), "all_runs": len(rs),
+                           "wrong": any(r.get("ok") and not r.get("correct") for r in rs),
+                           "failed": any(not r.get("ok") for r in rs)}
+    if rs:
+        first = rs[0]
+        out.update({k: first.get(k) for k in ("system", "guarantee", "commit_ms", "rate")})
+        out["isolation"] = isolation(first["guarantee"])
+    for name in ("p50", "p99", "p99_9", "max"):
+        out[f"{name}_ms"] = summarize([r["latency_ms"][name] for r in good])
+    for field in ("achieved_rate", "outputs", "produced", "missing", "duplicates", "cpu_s",
+                  "maxrss_mb", "cpu_steal_percent", "driver_cpu_s", "startup_s"):
+        out[field] = summarize([r[field] for r in good if r.get(field) is not None])
+    out["max_behind_ms"] = summarize([r["produce"]["max_behind_ms"] for r in good])
+    out["load_average_before"] = [r.get("load_average_before") for r in rs]
+    out["load_average_after"] = [r.get("load_average_after") for r in rs]
+    return out
+
+
+def latency(h: Harness) -> None:
+    a = h.args
+    plan = _plan(h)
+    h.results["latency"] = {"input": {
+        "rates": a.latency_rate_list, "seconds": a.latency_seconds,
+        "warmup_s": a.latency_warmup_s, "users": a.latency_users, "partitions": a.partitions,
+        "producer": f"confluent-kafka, linger.ms {LINGER_MS}, idempotent, paced",
+        "reader": f"confluent-kafka, consume(1000, 0) of what has arrived, else poll({POLL_S}) "
+                  "for the next record; fetch.wait.max.ms 100",
+        "value": '{"user_id", "seq", "ts_ms"} -> {"user", "count", "ts_ms", "seq"}'}}
+    runs: dict[str, list[dict[str, Any]]] = {}
+    for r in range(a.latency_runs):
+        for row in (plan if r % 2 == 0 else plan[::-1]):
+            say(f"latency run {r + 1}/{a.latency_runs}: {row.key} for "
+                f"{a.latency_warmup_s:g} + {a.latency_seconds:g} s (load {load_average()})")
+            tag = f"l{r}k{plan.index(row)}"
+            try:
+                res = measure(h, row, tag)
+            except Exception as exc:
+                res = {**_failed(row.system, row.guarantee, exc), "rate": row.rate,
+                       "commit_ms": row.commit_ms}
+            _say(row, res)
+            runs.setdefault(row.key, []).append(res)
+    h.results["latency"]["rows"] = {key: summarize_latency(rs) for key, rs in runs.items()}
+    h.report_bad_runs("latency", runs)
