@@ -16,10 +16,25 @@ This package knows stores, serdes and config; the runtime (:mod:`millpond.tasks`
 never the other way.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from millpond.query.errors import QueryError
 from millpond.query.mailbox import Mailbox
 from millpond.query.reads import Answer, Directory, Open, Query, StoreView, Unavailable
-from millpond.query.server import QueryServer
+
+if TYPE_CHECKING:
+    from millpond.query.server import QueryServer
+
+
+def __getattr__(name: str) -> Any:
+    """QueryServer on first use: the endpoint (httptools, the page, urllib for forwards) is
+    imported only by a job that serves queries, not at every ``millpond run``'s start."""
+    if name == "QueryServer":
+        from millpond.query.server import QueryServer
+
+        return QueryServer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["Answer", "Directory", "Mailbox", "Open", "Query", "QueryError", "QueryServer",
            "StoreView", "Unavailable"]

@@ -23,8 +23,6 @@ import json
 import re
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -114,6 +112,9 @@ class Router:
     def forward(self, url: str, path: str) -> tuple[Answer, str]:
         """``GET url+path`` at another process: its answer and who answered; a failed
         call is a 503 naming the endpoint."""
+        import urllib.error  # here: every job imports this module (client_id), few forward
+        import urllib.request
+
         headers = {FORWARDED: "1"}
         if self.token:  # every process of the job has the same token
             headers["Authorization"] = f"Bearer {self.token}"

@@ -38,9 +38,8 @@ from millpond.kafka.admin import OutputTopics, check_job_topics
 from millpond.kafka.outage import OutageClock
 from millpond.kafka.reading import FETCH_QUEUE_BACKOFF_MS
 from millpond.metrics import Reporter, parse_reporters, start_reporters
-from millpond.query import Mailbox, QueryServer
-from millpond.query.page import StatusPage
-from millpond.query.routing import Owners, Router, client_id
+from millpond.query import Mailbox
+from millpond.query.routing import client_id
 from millpond.serdes import serdes_for
 from millpond.sideinputs.runtime import SideInputs
 from millpond.stores import RocksDbOptions
@@ -62,13 +61,14 @@ from millpond.tasks.membership import subscribe
 from millpond.tasks.memory import MemoryWatch
 from millpond.tasks.opening import Fences, OpenContext, TaskOpener, open_task, reopen_hold_s
 from millpond.tasks.purge import InternalTopicPurger
-from millpond.tasks.queries import TaskDirectory, group_owners
+from millpond.tasks.queries import TaskDirectory
 from millpond.tasks.runloop import LoopTiming, RunLoop
 from millpond.tasks.stream_serdes import StreamSerdes
 from millpond.tasks.telemetry import RuntimeMetrics
 
 if TYPE_CHECKING:
     from millpond.backup import StateBackups
+    from millpond.query.server import QueryServer
 
 log = logging.getLogger("millpond.container")
 
@@ -170,6 +170,12 @@ class Container:
             self.reporters = start_reporters(self._reporting, self.metrics)
         try:
             if self.queries is not None:
+                # imported here: a job without job.query.address does not load the endpoint
+                from millpond.query.page import StatusPage
+                from millpond.query.routing import Owners, Router
+                from millpond.query.server import QueryServer
+                from millpond.tasks.queries import group_owners
+
                 host, port = self.config.job.query_address or ("127.0.0.1", 0)
                 token = self.config.job.query_token
                 self.query_server = QueryServer(host, port, self.store_serdes, self.queries,
