@@ -40,6 +40,9 @@ log = logging.getLogger("millpond.container")
 
 POLL_BATCH = 1000
 POLL_TIMEOUT_S = 0.1
+# With live queries on, an idle loop's wait for input is shorter: the loop answers the
+# queries between polls, so this is how long a query to an idle job can wait.
+QUERY_POLL_TIMEOUT_S = 0.01
 OPEN_BUDGET_S = 0.2  # time given to opening tasks (restore batches) per iteration
 
 
@@ -174,7 +177,8 @@ class RunLoop:
 
     def _poll(self) -> list[Message]:
         """The records ready now, up to a batch; when none are, the first to arrive within
-        POLL_TIMEOUT_S (the next poll takes those that came with it). Under load every poll
+        POLL_TIMEOUT_S, QUERY_POLL_TIMEOUT_S when it serves queries (the next poll takes
+        those that came with it). Under load every poll
         returns a full batch; when light, a record is processed as soon as it arrives, not
         when a batch has filled or the timeout has passed (one consume call waits for
         either). Each poll's records are dispatched before the next poll, which may serve a
@@ -183,7 +187,8 @@ class RunLoop:
         msgs = self.consumer.consume(POLL_BATCH, 0)
         if msgs or self.opener.due:
             return msgs
-        return self.consumer.consume(1, POLL_TIMEOUT_S)
+        return self.consumer.consume(
+            1, QUERY_POLL_TIMEOUT_S if self._queries is not None else POLL_TIMEOUT_S)
 
     def _bounded_end(self, now: float) -> bool:
         """Every task here is at the end of its inputs. A process holding only some of the

@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from millpond.tasks.runloop import POLL_BATCH, POLL_TIMEOUT_S, RunLoop
+from millpond.tasks.runloop import POLL_BATCH, POLL_TIMEOUT_S, QUERY_POLL_TIMEOUT_S, RunLoop
 
 
 class Queue:
@@ -25,8 +25,9 @@ class Queue:
         return [object()] * n
 
 
-def loop(queue: Queue, opening: bool = False) -> RunLoop:
+def loop(queue: Queue, opening: bool = False, queries: bool = False) -> RunLoop:
     run = RunLoop.__new__(RunLoop)
+    run._queries = (object(), object()) if queries else None  # type: ignore[assignment]
     run.manager = SimpleNamespace(consumer=queue)  # type: ignore[assignment]
     run.opener = SimpleNamespace(due=opening)  # type: ignore[assignment]
     return run
@@ -51,3 +52,11 @@ def test_while_a_task_can_open_no_poll_waits() -> None:
     queue = Queue(ready=0, arriving=3)
     assert loop(queue, opening=True)._poll() == []
     assert queue.calls == [(POLL_BATCH, 0)]
+
+
+def test_a_loop_serving_queries_waits_less_for_input_when_idle() -> None:
+    """It answers queries between polls: an idle job's query waits at most this long."""
+    queue = Queue(ready=0, arriving=0)
+    assert loop(queue, queries=True)._poll() == []
+    assert queue.calls == [(POLL_BATCH, 0), (1, QUERY_POLL_TIMEOUT_S)]
+    assert QUERY_POLL_TIMEOUT_S < POLL_TIMEOUT_S
