@@ -48,6 +48,7 @@ from benchmarks import data, systems
 from benchmarks.common import MILLPOND, Child, load_average, start_child, summarize
 from benchmarks.harness import Harness, say
 from benchmarks.workloads.count import _failed
+from millpond.changelog.guarantees import Guarantee
 from millpond.kafka.reading import FETCH_QUEUE_BACKOFF_MS
 
 # --latency-rows picks rows by these names: (guarantee, task.commit.ms).
@@ -80,13 +81,9 @@ class Row:
 
     @property
     def isolation(self) -> str:
-        return isolation(self.guarantee)
-
-
-def isolation(guarantee: str) -> str:
-    """How the reader reads a guarantee's outputs: committed only where they are
-    transactional (exactly-once)."""
-    return "read_committed" if guarantee == "exactly-once" else "read_uncommitted"
+        """How the reader reads the outputs: as the job's own consumer reads its inputs
+        (committed only where they are transactional, exactly-once)."""
+        return Guarantee(self.guarantee).isolation
 
 
 # ---- the figures (no Kafka: tests/bench/test_bench_latency.py) ----------------------------
@@ -444,7 +441,7 @@ def summarize_latency(rs: list[dict[str, Any]]) -> dict[str, Any]:
     if rs:
         first = rs[0]
         out.update({k: first.get(k) for k in ("system", "guarantee", "commit_ms", "rate")})
-        out["isolation"] = isolation(first["guarantee"])
+        out["isolation"] = Guarantee(first["guarantee"]).isolation
     for name in ("p50", "p99", "p99_9", "max"):
         out[f"{name}_ms"] = summarize([r["latency_ms"][name] for r in good])
     for field in ("achieved_rate", "outputs", "produced", "missing", "duplicates", "cpu_s",
