@@ -178,12 +178,12 @@ class RunLoop:
     def _poll(self) -> list[Message]:
         """The records ready now, up to a batch; when none are, the first to arrive within
         POLL_TIMEOUT_S, QUERY_POLL_TIMEOUT_S when it serves queries (the next poll takes
-        those that came with it). Under load every poll
-        returns a full batch; when light, a record is processed as soon as it arrives, not
-        when a batch has filled or the timeout has passed (one consume call waits for
-        either). Each poll's records are dispatched before the next poll, which may serve a
-        rebalance. While a task can open, the opening is the wait: no poll waits for input
-        (none flows before the first task is ready)."""
+        those that came with it). Under load every poll returns a full batch; when light, a
+        record is processed as soon as it arrives, not when a batch has filled or the
+        timeout has passed (one consume call waits for either). Each poll's records are
+        dispatched before the next poll, which may serve a rebalance. While a task can
+        open, the opening is the wait: no poll waits for input (none flows before the first
+        task is ready)."""
         msgs = self.consumer.consume(POLL_BATCH, 0)
         if msgs or self.opener.due:
             return msgs
