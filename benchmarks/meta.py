@@ -77,7 +77,8 @@ def peer_versions(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
                *r["restore"].values(), *(r.get("dataflow") or {}).get("count", {}).values()]
     for entry in entries:
         for run in entry.get("runs", []):
-            if run.get("system") in ("quix", "faust", "bytewax") and run.get("versions"):
+            if (run.get("system") in ("quix", "faust", "bytewax", "pathway")
+                    and run.get("versions")):
                 out.setdefault(run["system"], run["versions"])
     return out
 

@@ -66,6 +66,14 @@ DF_KEYS = {"eo": "millpond dataflow effectively-once", "eos": "millpond dataflow
            "quix-eos": "quix exactly-once"}
 RAW_CONSUME_SHARE = 0.25
 DECODE_CEILING_SHARE = 0.60
+# Pathway (issue #39): millpond's default count (effectively-once) against Pathway's count of
+# the same topic in the same round (kafka.read in static mode, persistence on): wall-clock
+# msg/s (process start -> end) >= 1.3x Pathway's at <= 0.6x its CPU seconds, and processing
+# msg/s (first message -> end) >= 1.5x Pathway's.
+PATHWAY_KEY = "pathway (static, persistence on)"
+PATHWAY_WALL_FACTOR = 1.3
+PATHWAY_CPU_SHARE = 0.6
+PATHWAY_FACTOR = 1.5
 # The windows workload's targets (the windows issue): millpond's 1-minute tumbling count (final
 # results) >= 5x Quix Streams' and >= 4x Bytewax's, and >= 50% of the same round's plain
 # dataflow count of the same topic.
@@ -108,6 +116,31 @@ def _quix_targets(add: Any, prefix: str, count: dict[str, Any], row_of: dict[str
         add(name, _med(r), goal, "x", "millpond msg/s / Quix msg/s, per run pair", spread=r,
             row=row_of[ours_g],
             short=f">= {goal:g}x Quix ({their_g})" if goal else f"vs Quix ({their_g})")
+
+
+def _pathway_targets(add: Any, count: dict[str, Any], row: str) -> None:
+    """millpond effectively-once against Pathway, per run pair: wall-clock msg/s (incl.
+    start-up) >= 1.3x at <= 0.6x Pathway's CPU seconds (the same messages), and processing
+    msg/s (first message -> end) >= 1.5x."""
+    ours, theirs = count.get("millpond effectively-once") or {}, count.get(PATHWAY_KEY) or {}
+    if not (ours and theirs):
+        return
+    wall = paired_ratio(ours, theirs, "msgs_per_s_incl_startup")
+    add(f"count (effectively-once) wall-clock msg/s >= {PATHWAY_WALL_FACTOR:g}x Pathway's "
+        "(process start -> end)", _med(wall), PATHWAY_WALL_FACTOR, "x",
+        "millpond msg/s incl. start-up / Pathway's, per run pair", spread=wall, row=row,
+        short=f">= {PATHWAY_WALL_FACTOR:g}x Pathway, wall-clock")
+    cpu = paired_ratio(ours, theirs, "cpu_s")
+    add(f"count (effectively-once) at <= {PATHWAY_CPU_SHARE:g}x Pathway's CPU s", _med(cpu),
+        PATHWAY_CPU_SHARE, "x", "millpond CPU s / Pathway CPU s for the same messages (the "
+        "child's wait4, start-up included), per run pair", higher_is_better=False,
+        spread=cpu, row=row, short=f"<= {PATHWAY_CPU_SHARE:g}x Pathway's CPU")
+    proc = paired_ratio(ours, theirs, "msgs_per_s")
+    add(f"count (effectively-once) processing msg/s >= {PATHWAY_FACTOR:g}x Pathway's "
+        "(first message -> end)", _med(proc), PATHWAY_FACTOR, "x",
+        "millpond msg/s / Pathway msg/s, per run pair; Pathway's first message is its Kafka "
+        "read's start", spread=proc, row=row,
+        short=f">= {PATHWAY_FACTOR:g}x Pathway, processing")
 
 
 def _dataflow_targets(add: Any, df: dict[str, Any]) -> None:
@@ -270,6 +303,7 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     for label, entry in (("at-least-once", alo), ("effectively-once", eo)):
         _ceiling_targets(add, "", rows[label], label, entry, limits)
     _quix_targets(add, "", count, rows)
+    _pathway_targets(add, count, rows["effectively-once"])
     if eo and eo.get("maxrss_mb"):
         add(f"count (effectively-once, the default) peak RSS <= 1.5x {RSS_BASELINE_MB:.0f} MB "
             f"= {1.5 * RSS_BASELINE_MB:.1f} MB",
@@ -507,12 +541,13 @@ def peer_versions(meta: dict[str, Any], peer: str) -> dict[str, Any] | None:
     if ran:
         return ran
     v = meta.get("versions") or {}
-    dist = {"quix": "quixstreams", "faust": "faust-streaming", "bytewax": "bytewax"}[peer]
+    dist = {"quix": "quixstreams", "faust": "faust-streaming", "bytewax": "bytewax",
+            "pathway": "pathway"}[peer]
     if peer not in (meta.get("systems") or [peer]) or not v.get(dist):
         return None
     if peer == "quix":
         return {dist: v.get(dist), "confluent-kafka": v.get("quix_confluent_kafka")}
-    if peer == "bytewax":
+    if peer in ("bytewax", "pathway"):
         return {dist: v.get(dist)}
     return {dist: v.get(dist), "aiokafka": v.get("faust_aiokafka"),
             "rocksdict": v.get("faust_rocksdict")}
@@ -525,16 +560,19 @@ def versions_text(meta: dict[str, Any]) -> str:
              f"{v.get('confluent_kafka')}), rocksdict {v.get('rocksdict')}, millpond "
              f"{v.get('millpond')}"]
     runs_in = {"quix": {"count", "skew", "restore", "dataflow", "windows"}, "faust": {"count"},
-               "bytewax": {"dataflow", "windows"}}
+               "bytewax": {"dataflow", "windows"}, "pathway": {"count"}}
     ran = {peer for peer, workloads in runs_in.items()
            if peer in (meta.get("systems") or [])
            and set(meta.get("workloads") or []) & workloads}
     for peer, dist, extra in (("quix", "quixstreams", ("confluent-kafka",)),
                               ("faust", "faust-streaming", ("aiokafka", "rocksdict")),
-                              ("bytewax", "bytewax", ("confluent-kafka", "orjson"))):
+                              ("bytewax", "bytewax", ("confluent-kafka", "orjson")),
+                              ("pathway", "pathway", ())):
         pv = peer_versions(meta, peer)
         if pv and pv.get(dist):
             inner = ", ".join(f"{d} {pv.get(d)}" for d in extra if pv.get(d))
+            if peer == "pathway":
+                inner = "its engine's own librdkafka"
             parts.append(f"{dist} {pv[dist]}" + (f" ({inner}, in its own virtualenv)"
                                                  if inner else ""))
         elif peer in ran:
@@ -561,7 +599,8 @@ def _count_rows(lines: list[str], prefix: str, count: dict[str, Any], order: lis
                          f"see problems |")
             continue
         rate = entry.get("msgs_per_s")
-        note = "first message → process end"
+        note = ("its Kafka read's start → `pw.run()` returned" if key == PATHWAY_KEY
+                else "first message → process end")
         if key.startswith("millpond") and "small topic" not in key:
             shares = [f"{_frac(_med(rate), c)} {what}" for c, what in
                       ((consume, "raw consume"), (decode, "consume + decode")) if c]
@@ -599,7 +638,8 @@ def _count_rows(lines: list[str], prefix: str, count: dict[str, Any], order: lis
 COUNT_ORDER = ["millpond at-least-once", "millpond effectively-once", METRICS_KEY, BACKUPS_KEY,
                UNDO_KEY, QUERIES_KEY,
                "millpond exactly-once",
-               "quix at-least-once", "quix exactly-once", "millpond at-least-once (small topic)",
+               "quix at-least-once", "quix exactly-once", PATHWAY_KEY,
+               "millpond at-least-once (small topic)",
                "faust at-least-once (small topic)"]
 
 
@@ -832,6 +872,18 @@ def markdown(results: dict[str, Any]) -> str:
         "way after rebuilding. A run whose counts differ from the reference is WRONG and "
         "not used as a speed.",
     ]
+    if count.get(PATHWAY_KEY):
+        notes.append(
+            "Pathway (benchmarks/peers/pathway_count.py) runs `pw.io.kafka.read(..., "
+            "format=\"json\", mode=\"static\")` -> `groupby(user_id).reduce(count)` -> "
+            "`pw.io.jsonlines.write`, one worker thread, persistence on "
+            "(`Backend.filesystem`, `snapshot_interval_ms` = the commit interval, its default "
+            "mode PERSISTING). Its counts reach its output only as each minibatch (1.5 s of "
+            "reading, its default) has been processed, so no output marks its first message: "
+            "its 'first message' is the start of its Kafka read (the engine's log record "
+            "written just before the connector's first fetch), its end the return of "
+            "`pw.run()`; its counts are its output's update rows replayed (`diff` +1/-1), "
+            "read after the run.")
     if restore:
         notes.append(
         "Restore: `millpond restore --full` (seconds = the sum of the per-partition restore "
@@ -1022,15 +1074,18 @@ def _n(v: float | None, unit: str = "") -> str:
     return "–" if v is None else _fmt(v, unit)
 
 
-def _count_cell(entry: dict[str, Any] | None) -> str:
-    """A count in one cell: msg/s, CPU per 1M messages, peak RSS (or WRONG / FAILED)."""
+def _count_cell(entry: dict[str, Any] | None, wall: bool = False) -> str:
+    """A count in one cell: msg/s, CPU per 1M messages, peak RSS (or WRONG / FAILED); with
+    ``wall`` also msg/s from process start and the start-up seconds."""
     if not entry:
         return ""
     if entry.get("wrong"):
         return "**WRONG**"
     if not entry.get("good_runs"):
         return "**FAILED**"
-    return (f"{_n(_med(entry.get('msgs_per_s')))} msg/s, "
+    since_start = (f" ({_n(_med(entry.get('msgs_per_s_incl_startup')))} msg/s incl. "
+                   f"{_n(_med(entry.get('startup_s')))} s start-up)" if wall else "")
+    return (f"{_n(_med(entry.get('msgs_per_s')))} msg/s{since_start}, "
             f"{_n(_med(entry.get('cpu_s_per_million')))} CPU s/1M, "
             f"{_n(_med(entry.get('maxrss_mb')))} MB")
 
@@ -1114,18 +1169,18 @@ def readme_table(results: dict[str, Any]) -> str:
         f"plus orjson decoding of each value (millpond's json serde). All figures with min "
         f"and max: `benchmarks/results.md`.",
         "",
-        "| workload | millpond | Quix Streams | Faust | Bytewax | ceiling | targets: measured, "
-        "result |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| workload | millpond | Quix Streams | Faust | Bytewax | Pathway | ceiling | targets: "
+        "measured, result |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     lines: list[str] = []
     used: set[str] = set()
 
     def row(rid: str, label: str, ours: str, quix: str = "", faust: str = "",
-            ceiling: str = "", bytewax: str = "") -> None:
+            ceiling: str = "", bytewax: str = "", pathway: str = "") -> None:
         used.add(rid)
-        lines.append(f"| {label} | {ours} | {quix} | {faust} | {bytewax} | {ceiling} | "
-                     f"{_target_cell(by_row.get(rid, []))} |")
+        lines.append(f"| {label} | {ours} | {quix} | {faust} | {bytewax} | {pathway} | "
+                     f"{ceiling} | {_target_cell(by_row.get(rid, []))} |")
 
     count = results.get("count") or {}
     quix_of = {"at-least-once": "quix at-least-once", "exactly-once": "quix exactly-once"}
@@ -1137,10 +1192,13 @@ def readme_table(results: dict[str, Any]) -> str:
             label = (f"count, {what}, {g}" if i == 0 else f"count, uniform, {g}") + (
                 " (default)" if g == "effectively-once" else "")
             q = count.get(quix_of.get(g, ""))
-            row(f"count {g}", label, _count_cell(count.get(f"millpond {g}")),
+            # Pathway beside the default guarantee, the one its targets compare with
+            pw = count.get(PATHWAY_KEY) if g == "effectively-once" else None
+            row(f"count {g}", label, _count_cell(count.get(f"millpond {g}"), wall=bool(pw)),
                 _count_cell(q) if q else (NO_MODE if "quix" in meta.get("systems", [])
                                           else ""),
-                ceiling=_ceiling_cell(results.get("limits") or {}) if i == 0 else "")
+                ceiling=_ceiling_cell(results.get("limits") or {}) if i == 0 else "",
+                pathway=_count_cell(pw, wall=True))
             if g == "effectively-once" and count.get(METRICS_KEY):
                 row("count metrics", "count, uniform, effectively-once, Prometheus reporter "
                     "on (scraped every 1 s)", _count_cell(count.get(METRICS_KEY)))
@@ -1287,7 +1345,7 @@ def readme_table(results: dict[str, Any]) -> str:
             cells["millpond"], cells["quix"], bytewax=cells["bytewax"])
     left = [t for rid, ts in by_row.items() if rid not in used for t in ts]
     if left:
-        lines.append(f"| other targets | | | | | | "
+        lines.append(f"| other targets | | | | | | | "
                      f"{'; '.join(t['target'] + ': ' + _fmt(t['value'], t['unit']) + ' ' + STATUS[t['status']] for t in left)} |")
     problems = results.get("problems") or []
     tail = [""]

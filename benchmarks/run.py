@@ -1,16 +1,18 @@
-"""`make bench`: millpond against raw client ceilings and against Quix Streams, Faust and
-Bytewax.
+"""`make bench`: millpond against raw client ceilings and against Quix Streams, Faust, Bytewax
+and Pathway.
 
     .venv/bin/python -m benchmarks.run [--quick] [--runs N] [--only WORKLOAD] [--bootstrap B]
 
 Workloads (``--only``, comma-separated or repeated): ``limits`` (raw confluent-kafka produce
 and consume on the benchmark input, and consume + orjson decode; raw rocksdict comes from the
 store micro-benchmark), ``count`` (per-user count into a changelogged RocksDB store: millpond
-at each guarantee, Quix Streams, Faust; and millpond effectively-once once more per round with
-the record undo journal on (``task.dlq.stream`` set, nothing dead-lettered: the journal's CPU
-cost per message), once more serving 1,000 gets/s of its store from a driver process
-(``job.query.address`` set, issue #33: the queries' throughput cost) and once more with the
-Prometheus reporter on and scraped every second: the reporter's cost), ``dataflow``
+at each guarantee, Quix Streams, Pathway 0.33 (kafka.read in static mode -> groupby(user_id)
+.reduce(count) -> jsonlines, persistence on; benchmarks/peers/pathway_count.py), Faust; and
+millpond effectively-once once more per round with the record undo journal on
+(``task.dlq.stream`` set, nothing dead-lettered: the journal's CPU cost per message), once
+more serving 1,000 gets/s of its store from a driver process (``job.query.address`` set, issue
+#33: the queries' throughput cost) and once more with the Prometheus reporter on and scraped
+every second: the reporter's cost), ``dataflow``
 (the count written with the streams API beside the StreamTask count, the consume + decode
 ceiling, Bytewax 0.21 and Quix Streams; and filter -> key_by -> count -> to beside filter ->
 count -> to: the repartition hop's cost), ``windows`` (a 1-minute tumbling count per user
@@ -77,7 +79,7 @@ STEPS: dict[str, Callable[[Harness], None]] = {
     "store": store.store, "spark": spark.spark, "memory-cap": memory.memory_cap,
     "latency": latency.latency}
 WORKLOADS = tuple(STEPS)
-ALL_SYSTEMS = ("millpond", "quix", "faust", "bytewax")
+ALL_SYSTEMS = ("millpond", "quix", "faust", "bytewax", "pathway")
 
 FULL = {"messages": 2_000_000, "users": 100_000, "faust_messages": 30_000,
         "store_ops": 1_000_000, "hot_ops": 2_000_000, "spark_records": 500_000, "spark_large_records": 2_000_000,
@@ -102,7 +104,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help=f"run only these workloads ({', '.join(WORKLOADS)}); repeatable")
     p.add_argument("--bootstrap", default="127.0.0.1:9092", help="Kafka bootstrap servers")
     p.add_argument("--systems", default=",".join(ALL_SYSTEMS),
-                   help="systems to count with (default: millpond,quix,faust,bytewax)")
+                   help="systems to count with (default: millpond,quix,faust,bytewax,pathway; "
+                        "pathway runs in the count workload)")
     p.add_argument("--dataflow-runs", default="eo,task-eo,eos,task-eos,one-stage,two-stage",
                    help="millpond's counts in the dataflow workload (default all: the dataflow "
                         "and the StreamTask count at effectively-once and exactly-once, and "
@@ -117,7 +120,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--users", type=int, help="distinct user ids (default 100k; --quick 2k)")
     p.add_argument("--partitions", type=int, default=4, help="input partitions (default 4)")
     p.add_argument("--peer-runs", type=int,
-                   help="runs of each Quix Streams count (default: --runs; ~3 min each at 2M)")
+                   help="runs of each Quix Streams and Pathway count (default: --runs; Quix "
+                        "~3 min each at 2M)")
     p.add_argument("--faust-messages", type=int,
                    help="Faust counts a scaled-down topic of this many messages (same generator "
                         "and messages per user; default 30k: it runs at ~1k msg/s); millpond "

@@ -1,10 +1,10 @@
 """One stateful-count or restore run of each system, each verified against the reference.
 
 millpond runs as ``millpond run --bounded`` (fresh job name and state per run); Quix
-Streams and Faust run from their own virtualenvs (``benchmarks/peers/*``). Every run
-returns a dict with its timings, CPU (wait4 of the child), peak RSS and ``correct``:
-the final per-user counts compared with the reference. A run whose counts differ is
-marked WRONG and its speed is not used.
+Streams, Faust, Bytewax and Pathway run from their own virtualenvs (``benchmarks/peers/*``).
+Every run returns a dict with its timings, CPU (wait4 of the child), peak RSS and
+``correct``: the final per-user counts compared with the reference. A run whose counts
+differ is marked WRONG and its speed is not used.
 """
 
 from __future__ import annotations
@@ -35,10 +35,14 @@ SHORT = {"at-least-once": "alo", "effectively-once": "eo", "exactly-once": "eos"
 # What each peer is installed from, into VENVS/<name>.
 # Bytewax is pinned: its API changed between minor versions (0.21 is the issue's). orjson
 # beside it: its count decodes with millpond's JSON decoder, so the decoder is not the difference.
+# Pathway is pinned too (issue #39: 0.33); its engine has its own librdkafka built in.
 PEER_PACKAGES = {"quix": ["quixstreams"], "faust": ["faust-streaming[rocksdict]"],
-                 "bytewax": ["bytewax[kafka]==0.21.1", "orjson"]}
-PEER_IMPORT = {"quix": "quixstreams", "faust": "faust", "bytewax": "bytewax.dataflow, orjson"}
-PEER_DIST = {"quix": "quixstreams", "faust": "faust-streaming", "bytewax": "bytewax"}
+                 "bytewax": ["bytewax[kafka]==0.21.1", "orjson"],
+                 "pathway": ["pathway==0.33.0"]}
+PEER_IMPORT = {"quix": "quixstreams", "faust": "faust", "bytewax": "bytewax.dataflow, orjson",
+               "pathway": "pathway"}
+PEER_DIST = {"quix": "quixstreams", "faust": "faust-streaming", "bytewax": "bytewax",
+             "pathway": "pathway"}
 
 
 @dataclass
@@ -496,6 +500,20 @@ def faust_count(ctx: Ctx, topic: str, messages: int, partitions: int, tag: str,
     return result
 
 
+def _peer_run_figures(result: dict[str, Any], messages: int, child: Child,
+                      out: dict[str, Any]) -> None:
+    """Into ``result``, the figures of a Bytewax or Pathway count run from its own report
+    ``out``: the rates (its first message to its end), its in-process CPU, the versions it
+    ran with and its peak RSS. Their peak can come after the harness's last VmHWM poll
+    (which missed ~0.5 GB of Bytewax's in a 2M run; Pathway's final batch and snapshot come
+    at the end of its run): the larger of the polled peak and its own getrusage at its end."""
+    result.update(_rates(messages, child.started, out.get("first_message"), out["ended"]))
+    result["in_process_cpu_s"] = out.get("cpu_s")
+    result["maxrss_mb_polled"] = result["maxrss_mb"]
+    result["maxrss_mb"] = max(result["maxrss_mb"], out.get("maxrss_mb") or 0.0)
+    result["versions"] = out.get("versions")
+
+
 def bytewax_count(ctx: Ctx, topic: str, messages: int, tag: str,
                   reference: dict[str, int]) -> dict[str, Any]:
     """One verified Bytewax count (``peers/bytewax_count.py``: key_on user_id -> stateful_map,
@@ -513,17 +531,49 @@ def bytewax_count(ctx: Ctx, topic: str, messages: int, tag: str,
     result.update(_child_fields(child))
     if child.returncode != 0 or not out:
         return {**result, "ok": False, "error": f"exit {child.returncode}: {child.tail()}"}
-    result.update(_rates(messages, child.started, out.get("first_message"), out["ended"]))
-    result["in_process_cpu_s"] = out.get("cpu_s")
-    # Its peak comes after the harness's last VmHWM poll (which missed ~0.5 GB of it in a 2M
-    # run): the larger of the polled peak and its own getrusage at the end of its run.
-    result["maxrss_mb_polled"] = result["maxrss_mb"]
-    result["maxrss_mb"] = max(result["maxrss_mb"], out.get("maxrss_mb") or 0.0)
-    result["versions"] = out.get("versions")
+    _peer_run_figures(result, messages, child, out)
     d_child, d_out = _peer(ctx, "bytewax", "dump", spec, run_dir, "dump")
     if d_child.returncode != 0 or "counts" not in d_out:
         return {**result, "ok": False, "error": f"bytewax dump failed: {d_child.tail()}"}
     result["snapshot_epochs"] = len(d_out.get("epochs") or [])
+    result.update(compare(d_out["counts"], reference))
+    result["ok"] = True
+    return result
+
+
+def pathway_count(ctx: Ctx, topic: str, messages: int, tag: str,
+                  reference: dict[str, int]) -> dict[str, Any]:
+    """One verified Pathway count (``peers/pathway_count.py``: kafka.read in static mode ->
+    groupby(user_id).reduce(count) -> jsonlines, persistence on with a snapshot every commit
+    interval); its counts are the output file's update rows replayed (``dump``, not timed).
+    ``first_message`` is when its Kafka connector starts reading (the script's docstring
+    says why and how); a run without that mark fails rather than report no rate."""
+    name = f"pwb-{ctx.salt}-{tag}"
+    run_dir = ctx.work / name
+    run_dir.mkdir(parents=True, exist_ok=True)
+    spec = {"bootstrap": ctx.bootstrap, "topic": topic, "group": name,
+            "state_dir": str(run_dir / "state" / "persistence"),
+            "output": str(run_dir / "state" / "counts.jsonl"),
+            "snapshot_interval_ms": int(ctx.commit_s * 1000), "messages": messages}
+    child, out = _peer(ctx, "pathway", "count", spec, run_dir, "run")
+    result: dict[str, Any] = {"system": "pathway", "guarantee": "static, persistence on",
+                              "group": name, "spec": spec, "messages": messages}
+    result.update(_child_fields(child))
+    if child.returncode != 0 or not out:
+        return {**result, "ok": False, "error": f"exit {child.returncode}: {child.tail()}"}
+    if out.get("first_message") is None:
+        return {**result, "ok": False, "error": "Pathway logged no start of its Kafka read "
+                                                f"(the first-message mark): {child.tail()}"}
+    _peer_run_figures(result, messages, child, out)
+    result["first_message_marker"] = out.get("first_message_marker")
+    result["graph_built_s"] = out["graph_built"] - child.started
+    result["exit_after_end_s"] = child.exited - out["ended"]
+    d_child, d_out = _peer(ctx, "pathway", "dump", spec, run_dir, "dump")
+    if d_child.returncode != 0 or "counts" not in d_out:
+        return {**result, "ok": False, "error": f"pathway dump failed: {d_child.tail()}"}
+    result.update({"output_rows": d_out.get("rows"), "retractions": d_out.get("retractions"),
+                   "inconsistent_keys": d_out.get("inconsistent"),
+                   "inconsistent_examples": d_out.get("inconsistent_examples")})
     result.update(compare(d_out["counts"], reference))
     result["ok"] = True
     return result

@@ -19,11 +19,9 @@ without ``.to()`` drops the counts its ``count`` emits: both keep the counts as 
 
 from __future__ import annotations
 
-import json
 import pickle
 import resource
 import sqlite3
-import sys
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -188,26 +186,8 @@ def dump(spec: dict) -> dict:
             "epochs": sorted({e for e, _ in latest.values()})}
 
 
-def _versions() -> dict[str, str | None]:
-    """The versions this interpreter (the peer's own virtualenv) runs with."""
-    import importlib.metadata as metadata
-
-    out: dict[str, str | None] = {}
-    for dist in ("bytewax", "confluent-kafka", "orjson"):
-        try:
-            out[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            out[dist] = None
-    return out
-
-
-def main() -> None:
-    mode, spec_path = sys.argv[1], sys.argv[2]
-    spec = json.loads(Path(spec_path).read_text())
-    out = {"count": count, "dump": dump, "windows": windows}[mode](spec)
-    out["versions"] = _versions()
-    Path(spec["out"]).write_text(json.dumps(out))
-
-
 if __name__ == "__main__":
-    main()
+    from peer_main import main  # this directory, first on sys.path when run as a script
+
+    main({"count": count, "dump": dump, "windows": windows},
+         ("bytewax", "confluent-kafka", "orjson"))

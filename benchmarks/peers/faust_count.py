@@ -15,7 +15,6 @@ import asyncio
 import json
 import logging
 import resource
-import sys
 import time
 from pathlib import Path
 
@@ -97,26 +96,7 @@ def dump(spec: dict) -> dict:
     return {"counts": counts, "dbs": dbs}
 
 
-def _versions() -> dict[str, str | None]:
-    """The versions this interpreter (the peer's own virtualenv) runs with."""
-    import importlib.metadata as metadata
-
-    out: dict[str, str | None] = {}
-    for dist in ("faust-streaming", "aiokafka", "rocksdict"):
-        try:
-            out[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            out[dist] = None
-    return out
-
-
-def main() -> None:
-    mode, spec_path = sys.argv[1], sys.argv[2]
-    spec = json.loads(Path(spec_path).read_text())
-    out = {"count": count, "dump": dump}[mode](spec)
-    out["versions"] = _versions()
-    Path(spec["out"]).write_text(json.dumps(out))
-
-
 if __name__ == "__main__":
-    main()
+    from peer_main import main  # this directory, first on sys.path when run as a script
+
+    main({"count": count, "dump": dump}, ("faust-streaming", "aiokafka", "rocksdict"))

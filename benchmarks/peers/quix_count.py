@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import resource
-import sys
 import time
 from pathlib import Path
 
@@ -137,26 +136,8 @@ def dump(spec: dict) -> dict:
     return {"counts": counts, "dbs": dbs}
 
 
-def _versions() -> dict[str, str | None]:
-    """The versions this interpreter (the peer's own virtualenv) runs with."""
-    import importlib.metadata as metadata
-
-    out: dict[str, str | None] = {}
-    for dist in ("quixstreams", "confluent-kafka", "rocksdict"):
-        try:
-            out[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            out[dist] = None
-    return out
-
-
-def main() -> None:
-    mode, spec_path = sys.argv[1], sys.argv[2]
-    spec = json.loads(Path(spec_path).read_text())
-    out = {"count": count, "recover": recover, "dump": dump, "windows": windows}[mode](spec)
-    out["versions"] = _versions()
-    Path(spec["out"]).write_text(json.dumps(out))
-
-
 if __name__ == "__main__":
-    main()
+    from peer_main import main  # this directory, first on sys.path when run as a script
+
+    main({"count": count, "recover": recover, "dump": dump, "windows": windows},
+         ("quixstreams", "confluent-kafka", "rocksdict"))

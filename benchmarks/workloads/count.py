@@ -1,5 +1,6 @@
 """The count workloads: ``count`` (per-user count into a changelogged store: millpond at each
-guarantee, Quix Streams, Faust on a scaled-down topic, and millpond effectively-once once more
+guarantee, Quix Streams, Pathway (static read of the topic, persistence on; issue #39), Faust on
+a scaled-down topic, and millpond effectively-once once more
 with the record undo journal on (``task.dlq.stream`` set, nothing dead-lettered), once more
 serving --query-rate gets/s of its store (issue #33), once more with the Prometheus reporter
 on and once more with state backups on: their cost), ``skew``
@@ -28,6 +29,8 @@ UNDO_KEY = report.UNDO_KEY
 # The count serving queries (job.query.address set, a driver paced at --query-rate gets/s),
 # beside the same count without.
 QUERIES_KEY = report.QUERIES_KEY
+# Pathway's count (static read, persistence on): the count workload only.
+PATHWAY_KEY = report.PATHWAY_KEY
 
 
 def count(h: Harness) -> None:
@@ -35,7 +38,7 @@ def count(h: Harness) -> None:
     assert h.input_topic is not None
     a, ctx = h.args, h.ctx
     runs: dict[str, list[dict[str, Any]]] = {}
-    plan = _plan(h)
+    plan = _plan(h, pathway=True)
     faust = "faust" in a.system_list and h.peer_ready("faust")
     small = _faust_topic(h) if faust else None
     eo = ("millpond", "effectively-once")
@@ -170,14 +173,17 @@ def _s3_backups(h: Harness) -> dict[str, str]:
             "job.state.backup.options.client_kwargs.region_name": "us-east-1"}
 
 
-def _plan(h: Harness) -> list[tuple[str, str]]:
-    """(system, guarantee) of one round of counts: millpond's three, then Quix's two."""
+def _plan(h: Harness, pathway: bool = False) -> list[tuple[str, str]]:
+    """(system, guarantee) of one round of counts: millpond's three, then Quix's two, then
+    (with ``pathway``: the count workload) Pathway's one."""
     a = h.args
     plan: list[tuple[str, str]] = []
     if "millpond" in a.system_list:
         plan += [("millpond", g) for g in systems.MILLPOND_GUARANTEES]
     if "quix" in a.system_list and h.peer_ready("quix"):
         plan += [("quix", g) for g in systems.QUIX_GUARANTEES]
+    if pathway and "pathway" in a.system_list and h.peer_ready("pathway"):
+        plan.append(("pathway", "static, persistence on"))
     return plan
 
 
@@ -186,7 +192,7 @@ def _count_round(h: Harness, r: int, plan: list[tuple[str, str]], topic: str, me
                  beside_eo: Callable[[], None] | None = None,
                  before: bool = False) -> list[tuple[str, dict[str, Any]]]:
     """Round ``r``: one verified count of ``topic`` by each (system, guarantee) of ``plan``
-    (Quix Streams only in the first --peer-runs rounds); ``beside_eo`` runs right
+    (the peers only in the first --peer-runs rounds); ``beside_eo`` runs right
     before (``before``) or after millpond's effectively-once count."""
     a, ctx = h.args, h.ctx
     out = []
@@ -196,12 +202,14 @@ def _count_round(h: Harness, r: int, plan: list[tuple[str, str]], topic: str, me
         is_eo = (system, guarantee) == ("millpond", "effectively-once")
         if is_eo and beside_eo is not None and before:
             beside_eo()
-        key = f"{system} {guarantee}"
+        key = PATHWAY_KEY if system == "pathway" else f"{system} {guarantee}"
         say(f"{label or 'count'} run {r + 1}/{a.runs}: {key} on {messages:,} msgs "
             f"(load {load_average()})")
         try:
             if system == "millpond":
                 res = systems.millpond_count(ctx, topic, messages, guarantee, tag, reference)
+            elif system == "pathway":
+                res = systems.pathway_count(ctx, topic, messages, tag, reference)
             else:
                 res = systems.quix_count(ctx, topic, messages, guarantee, tag, reference)
         except Exception as exc:

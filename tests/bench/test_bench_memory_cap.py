@@ -6,16 +6,13 @@ writable (failing under CI=true where a cgroup memory controller exists)."""
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from millpond.dev.cgroup import MemoryCgroup
-from tests.kafka_util import REPO
+from tests.bench.helpers import run_bench
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]  # 24 s: make test-slow
 
@@ -28,15 +25,9 @@ def test_quick_memory_cap_through_the_harness(kafka_bootstrap: str, tmp_path: Pa
             pytest.fail(f"this machine has a cgroup memory controller but no writable "
                         f"cgroup: {exc}")
         pytest.skip(f"no writable cgroup (v1 or v2) on this machine: {exc}")
-    out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "benchmarks.run", "--quick", "--runs", "1", "--only",
-           "memory-cap", "--memcap-layouts", "1x1,2x2", "--systems", "millpond",
-           "--bootstrap", kafka_bootstrap, "--out-dir", str(out),
-           "--work-dir", str(tmp_path / "work")]
-    done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    results = json.loads((out / "results.json").read_text())
-    assert results["problems"] == [], results["problems"]
+    results, out = run_bench(kafka_bootstrap, tmp_path, "--quick", "--runs", "1", "--only",
+                             "memory-cap", "--memcap-layouts", "1x1,2x2", "--systems",
+                             "millpond")
     assert set(results["memory_cap"]) == {"1x1", "2x2"}
     for layout, stores in (("1x1", ["docs"]), ("2x2", ["docs", "docs-b"])):
         res = results["memory_cap"][layout]["result"]

@@ -157,3 +157,25 @@ def test_quick_dataflow_run_counts_exactly(kafka_bootstrap: str, tmp_path: Path)
     table = (out / "readme-table.md").read_text()
     assert "| Bytewax |" in table and "two-stage" in table and "bytewax 0.21.1" in table
     assert "dataflow workload: bytewax (recovery on)" in (out / "results.md").read_text()
+
+
+@pytest.mark.slow  # its virtualenv is made on first use: a ~300 MB wheel (make test-slow)
+def test_quick_pathway_count_counts_exactly(kafka_bootstrap: str, tmp_path: Path) -> None:
+    """The count workload with Pathway alone on 2,000 messages: its static read, groupby
+    count and persistence run in its own virtualenv, its first message is its Kafka read's
+    start, and its counts (the output's update rows) equal the reference exactly; its row
+    in results.md and its column in the README table. test_bench_pathway.py checks the
+    replay of its output, the timing mark and the targets without Pathway."""
+    results, out = run_bench(kafka_bootstrap, tmp_path, "--runs", "1", "--only", "count",
+                             "--systems", "pathway", "--messages", "2000", "--users", "200",
+                             timeout=900)
+    entry = results["count"][report.PATHWAY_KEY]
+    _good(entry, 2_000, 200)
+    run = entry["runs"][0]
+    assert run["first_message_marker"].startswith("Seek the data source")
+    assert 0 < run["startup_s"] < run["process_wall_s"]
+    assert run["inconsistent_keys"] == 0 and run["output_rows"] >= 200
+    assert results["meta"]["peer_versions"]["pathway"]["pathway"] == "0.33.0"
+    assert "count: " + report.PATHWAY_KEY in (out / "results.md").read_text()
+    table = (out / "readme-table.md").read_text()
+    assert "| Pathway |" in table and "pathway 0.33.0" in table

@@ -5,28 +5,19 @@ empty dirs must both equal the job's store. It times nothing."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.kafka_util import REPO
+from tests.bench.helpers import run_bench
 
 pytestmark = pytest.mark.kafka
 
 
 def test_quick_snapshot_restore_through_the_harness(kafka_bootstrap: str,
                                                     tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "benchmarks.run", "--quick", "--runs", "1", "--only",
-           "snapshot-restore", "--systems", "millpond", "--bootstrap", kafka_bootstrap,
-           "--out-dir", str(out), "--work-dir", str(tmp_path / "work")]
-    done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    results = json.loads((out / "results.json").read_text())
-    assert results["problems"] == [], results["problems"]
+    results, out = run_bench(kafka_bootstrap, tmp_path, "--quick", "--runs", "1", "--only",
+                             "snapshot-restore", "--systems", "millpond")
     res = results["snapshot_restore"]["result"]
     assert res["records"] == 20_000 and res["tail_updates"] == res["tail_new_keys"] == 200
     assert res["stores_equal"] is True
