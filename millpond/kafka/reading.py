@@ -95,13 +95,6 @@ def watermarks(consumer: Consumer, topic: str, partition: int, timeout: float = 
             backoff = min(2 * backoff, 0.2)
 
 
-def partition_count(consumer: Consumer, topic: str, timeout: float = 30.0) -> int | None:
-    """How many partitions ``topic`` has (None: it does not exist), from ``consumer``'s
-    metadata."""
-    md = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
-    return len(md.partitions) if md is not None and md.error is None else None
-
-
 def read_range(
     consumer: Consumer, topic: str, partition: int, start: int, end: int, timeout: float = 60.0,
     max_bytes: int | None = None,

@@ -36,6 +36,7 @@ class SideInputs:
         self.topics = {n: list(dict.fromkeys(r.topic for r in cfg.side_inputs))
                        for n, cfg in self.stores.items()}
         self._serdes_of = serdes_of
+        self.partition_counts: dict[str, int] = {}  # topic -> partitions (check_partitions)
         conf = {k: v for k, v in consumer_conf.items() if k != "group.instance.id"}
         self._consumer_conf = {
             "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS, **conf,
@@ -69,7 +70,8 @@ class SideInputs:
     def check_partitions(self, partition_count: Callable[[str], int | None], tasks: int) -> None:
         """Every side-input topic exists with one partition per task: task N reads partition
         N, so a partition beyond the task count would never be read (refused, not ignored).
-        A broadcast store's topics may have any count: every task reads all of them."""
+        A broadcast store's topics may have any count: every task reads all of them (the
+        counts are kept in :attr:`partition_counts` for the tasks' stores)."""
         for name, topics in self.topics.items():
             key = f"stores.{name}.side.inputs"
             for topic in topics:
@@ -78,6 +80,7 @@ class SideInputs:
                     raise SideInputsConfigError(
                         f"{self.config.location(key)}: {key}: side-input topic {topic} does not "
                         "exist; create it (compacted) before starting the job")
+                self.partition_counts[topic] = count
                 if count != tasks and not self.stores[name].side_inputs_broadcast:
                     raise SideInputsConfigError(
                         f"{self.config.location(key)}: {key}: side-input topic {topic} has "

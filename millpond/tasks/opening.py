@@ -185,7 +185,8 @@ def open_task(ctx: OpenContext, partition: int, fences: Fences) -> Opening:
                 ckpt.changelogs if ckpt else None, ctx.listener,
                 side_checkpointed=dict(ckpt.side_inputs) if ckpt else {},
                 topics=ckpt.topics if ckpt else None, backups=ctx.backups,
-                committed_reads=ctx.config.job.query_address is not None)
+                committed_reads=ctx.config.job.query_address is not None,
+                side_partitions=ctx.side_inputs.partition_counts if ctx.side_inputs else None)
         except OSError as exc:
             if exc.filename is None:
                 raise

@@ -32,7 +32,7 @@ from millpond.changelog.restore import RecordCheck, RestoreListener, RestoreStat
 from millpond.changelog.snapshots import RemoteSnapshots
 from millpond.config import Config, StoreConfig
 from millpond.kafka.producer import TrackedProducer
-from millpond.kafka.reading import partition_count, watermarks
+from millpond.kafka.reading import watermarks
 from millpond.serdes import serdes_for
 from millpond.sideinputs.local import open_store_engine
 from millpond.sideinputs.readonly import ReadOnlyStore
@@ -111,6 +111,7 @@ class TaskStorage:
         backups: StateBackups | None = None,
         locks: Mapping[str, local.StoreLock] | None = None,
         committed_reads: bool = False,
+        side_partitions: Mapping[str, int] | None = None,
     ) -> Generator[RestoreStats, None, TaskStorage]:
         """Lock, recover and layer every store of the task (or just ``only``), yielding
         after each restored batch; closing the generator early releases what it opened.
@@ -123,7 +124,8 @@ class TaskStorage:
         are uploaded. ``locks``: store locks the caller already holds (an offline tool that
         locked before it wiped), handed over: the storage releases them as it closes.
         ``committed_reads``: keep a snapshot of each store as of the last commit
-        (:meth:`mark_committed`)."""
+        (:meth:`mark_committed`). ``side_partitions``: side-input topic -> partition count,
+        as the container checked them (a broadcast store reads every partition)."""
         storage = cls(partition, topics=dict(topics or {}), backups=backups,
                       committed_reads=committed_reads)
         try:
@@ -138,6 +140,7 @@ class TaskStorage:
                     backups.remote_for(cfg) if backups is not None else None,
                     storage.journal,
                     (locks or {}).get(name),
+                    side_partitions or {},
                 )
         except BaseException:
             storage.close()
@@ -262,6 +265,7 @@ def _open_store(
     topics: Mapping[str, str] | None = None, remote: RemoteSnapshots | None = None,
     journal: RecordJournal | None = None,
     held: local.StoreLock | None = None,
+    side_partitions: Mapping[str, int] | None = None,
 ) -> Generator[RestoreStats, None, OpenStore]:
     key_serde, msg_serde = serdes_for(config, cfg)
     persistent = cfg.factory != "inmemory"
@@ -274,7 +278,7 @@ def _open_store(
     try:
         side_start, side_sources = None, {}
         if cfg.side_inputs and side_checkpointed is not None:  # trusted only as checkpointed
-            side_sources = sources(cfg, partition, lambda t: partition_count(consumer, t))
+            side_sources = sources(cfg, partition, (side_partitions or {}).get)
             engine, side_start = open_store_engine(
                 cfg.name, live, side_checkpointed, list(side_sources),
                 lambda: open_engine(cfg, live), lambda k: watermarks(consumer, *side_sources[k]))
