@@ -168,7 +168,7 @@ def test_quick_pathway_count_counts_exactly(kafka_bootstrap: str, tmp_path: Path
     replay of its output, the timing mark and the targets without Pathway."""
     results, out = run_bench(kafka_bootstrap, tmp_path, "--runs", "1", "--only", "count",
                              "--systems", "pathway", "--messages", "2000", "--users", "200",
-                             timeout=900)
+                             timeout=600)
     entry = results["count"][report.PATHWAY_KEY]
     _good(entry, 2_000, 200)
     run = entry["runs"][0]
