@@ -1042,7 +1042,9 @@ def latency_table(results: dict[str, Any]) -> list[str]:
         f"exactly-once, `read_uncommitted` otherwise. Every input must come out (exactly once "
         f"under exactly-once). The producer stamps `ts_ms` at each `produce` call, so a "
         f"message it sent late (behind its schedule, e.g. while the harness was not "
-        f"scheduled) is timed from when it was sent.",
+        f"scheduled) is timed from when it was sent. The `floor` rows are the same count as "
+        f"a bare confluent-kafka loop (benchmarks/latency_floor.py: no store, no commits): "
+        f"what the client, the broker and the machine give on their own in the same run.",
         "",
         "| system | guarantee | commit ms | rate msg/s | achieved msg/s | producer behind "
         "(max ms) | outputs | lost | p50 ms | p99 ms | p99.9 ms | max ms | job CPU s | CPU "

@@ -27,6 +27,11 @@ exactly once; else the run is WRONG. Beside them: the rate the producer achieved
 it fell behind its schedule, the job's CPU and peak RSS, and the load average and CPU steal
 while it ran.
 
+With ``--keep``, each run's outputs are written to ``<work-dir>/<tag>-samples.csv`` (seq,
+input ``ts_ms``, the output's Kafka timestamp, i.e. when the job produced it, and when the
+reader saw it), and ``MILLPOND_BENCH_JOB_LOG_LEVEL=DEBUG`` makes the job log each commit's
+phase times: where a slow output was held.
+
 A system is a function in SYSTEMS that starts its job and returns a :class:`Job`; a peer
 (Quix Streams, Bytewax) is another entry, its rows run through the same producer, reader and
 checks.
@@ -34,6 +39,8 @@ checks.
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 import time
 import uuid
@@ -235,6 +242,9 @@ class OutputReader(threading.Thread):
             "fetch.wait.max.ms": 100, "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS})
         self.consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         self.records: list[tuple[int, float, float]] = []
+        # each record's Kafka timestamp: when the job produced it (its producer's CreateTime),
+        # which splits a latency into the job's part and the output's way to the reader
+        self.produced_ms: list[int] = []
         self.malformed = 0
         self.error: str | None = None
         self.first_seen = threading.Event()
@@ -261,6 +271,7 @@ class OutputReader(threading.Thread):
                     try:
                         v = loads(msg.value() or b"null")
                         self.records.append((int(v["seq"]), float(v["ts_ms"]), seen))
+                        self.produced_ms.append(msg.timestamp()[1])
                     except (ValueError, KeyError, TypeError):
                         self.malformed += 1
                 if self.records:
@@ -317,8 +328,9 @@ class MillpondJob:
                       "task.commit.ms": row.commit_ms, "bench.output": f"kafka.{output}"})
         self.config = run_dir / "job.properties"
         self.config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-        self.running = start_child([MILLPOND, "run", "--config", str(self.config)],
-                                   logdir=run_dir, name="run")
+        level = os.environ.get("MILLPOND_BENCH_JOB_LOG_LEVEL", "INFO")  # DEBUG: commit phases
+        self.running = start_child([MILLPOND, "run", "--config", str(self.config),
+                                    "--log-level", level], logdir=run_dir, name="run")
 
     def alive(self) -> bool:
         return self.running.alive()
@@ -331,7 +343,30 @@ class MillpondJob:
                    if child.returncode != 0 else {})}
 
 
-SYSTEMS: dict[str, Callable[[Harness, Row, str, str, str], Job]] = {"millpond": MillpondJob}
+class FloorJob:
+    """benchmarks.latency_floor: the same count as a bare client loop (at-least-once only)."""
+
+    def __init__(self, h: Harness, row: Row, topic: str, output: str, tag: str) -> None:
+        self.name = f"floor-{h.ctx.salt}-{tag}"
+        run_dir = h.ctx.work / self.name
+        run_dir.mkdir(parents=True, exist_ok=True)
+        self.running = start_child([sys.executable, "-m", "benchmarks.latency_floor",
+                                    h.args.bootstrap, topic, output, f"bench-{self.name}"],
+                                   logdir=run_dir, name="floor")
+
+    def alive(self) -> bool:
+        return self.running.alive()
+
+    def stop(self) -> dict[str, Any]:
+        child: Child = self.running.stop(grace=60)
+        return {"job": self.name, **systems._child_fields(child),
+                **({"error": f"exit {child.returncode}: {child.tail()}"}
+                   if child.returncode != 0 else {})}
+
+
+SYSTEMS: dict[str, Callable[[Harness, Row, str, str, str], Job]] = {
+    "floor": FloorJob, "millpond": MillpondJob}
+FLOOR = "floor"  # always run (at-least-once rows only): what the client and broker give alone
 
 
 # ---- a run -------------------------------------------------------------------------------
@@ -381,6 +416,12 @@ def measure(h: Harness, row: Row, tag: str) -> dict[str, Any]:
         reader.stop()
         res["driver_cpu_s"] = time.process_time() - cpu_before
         res["load_average_after"] = load_average()
+    if a.keep:  # every output's times, to see when and where the slow ones were held
+        with open(h.work / f"{tag}-samples.csv", "w") as f:
+            f.write("seq,ts_ms,out_ms,seen_ms\n")
+            f.writelines(f"{seq},{ts:.3f},{out},{seen:.3f}\n"
+                         for (seq, ts, seen), out in zip(reader.records, reader.produced_ms,
+                                                         strict=True))
     if failure is not None:
         error = "; ".join(e for e in (failure, res.get("error")) if e)
         return {**res, "ok": False, "error": error}
@@ -428,8 +469,9 @@ def _say(row: Row, res: dict[str, Any]) -> None:
 def _plan(h: Harness) -> list[Row]:
     a = h.args
     return [Row(system, *ROWS[name], rate) for rate in a.latency_rate_list
-            for system in SYSTEMS if system in a.system_list
-            for name in a.latency_row_list]
+            for system in SYSTEMS if system in a.system_list or system == FLOOR
+            for name in a.latency_row_list
+            if system != FLOOR or ROWS[name][0] == "at-least-once"]
 
 
 def summarize_latency(rs: list[dict[str, Any]]) -> dict[str, Any]:

@@ -66,6 +66,11 @@ class StateBackups:
         """Where recovery may find snapshots of ``store`` (None if it is not backed up)."""
         return self.location if self.covers(store) else None
 
+    def due(self, store: StoreConfig, partition: int) -> bool:
+        """Whether a backup of ``store``'s ``partition`` is due (its interval has passed)."""
+        return (self.uploader is not None and self.covers(store)
+                and self.uploader.due(store.name, partition))
+
     def after_checkpoint(self, store: StoreConfig, topic: str, partition: int,
                          checkpoint: Path, offset: int) -> None:
         """A commit checkpointed ``store``'s ``partition`` at changelog ``offset`` into

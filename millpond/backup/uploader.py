@@ -90,6 +90,12 @@ class BackupUploader:
         self._queue: queue.Queue[_Job | None] = queue.Queue()
         self._thread: threading.Thread | None = None
 
+    def due(self, store: str, partition: int) -> bool:
+        """Whether an offer of ``store``'s ``partition`` now would be past the interval (a
+        commit then takes a fresh local checkpoint to offer)."""
+        started = self._started.get((store, partition))
+        return started is None or self.clock() - started >= self.interval_s
+
     def offer(self, store: str, topic: str, partition: int, checkpoint: Path,
               offset: int) -> bool:
         """Stage ``checkpoint`` (changelog ``offset``) for upload if the interval has

@@ -79,7 +79,7 @@ def restore(
                                        only=cfg.name, topics=topics, backups=backups,
                                        locks={cfg.name: lock} if lock is not None else None)
             try:
-                storage.after_commit()
+                storage.after_commit(final=True)
                 rec = storage.stores[cfg.name].recovery
                 if rec is not None:
                     results.append(rec.stats)

@@ -285,11 +285,16 @@ class CachedStore(KeyValueStore[K, V]):
     # -- lifecycle ----------------------------------------------------------------------------
 
     def flush(self) -> None:
-        """Write every dirty entry down, then flush the layers below (the commit calls this)."""
+        """Write every dirty entry down, then flush the layers below."""
+        self.write_down()
+        self.inner.flush()
+
+    def write_down(self) -> None:
+        """Write every dirty entry down, flushing nothing below (a commit's first phase: the
+        engine's memtables are flushed only when the store is checkpointed locally)."""
         if self._closed:
             raise self._closed_error("flush")
         self._write_dirty()
-        self.inner.flush()
 
     def close(self) -> None:
         """Flush, drop the cache and close the layers below; idempotent."""
@@ -400,6 +405,23 @@ class CachedStore(KeyValueStore[K, V]):
                     del dirty[key]
         if self._refused:
             self._forget_refused()
+
+    def write_ahead(self, limit: int) -> int:
+        """Write down up to ``limit`` of the entries dirty longest (oldest first), between
+        records; returns how many. An idle run loop calls it before a commit is due so the
+        commit, which stops processing, has fewer to write; a key written now and again
+        before the commit is written twice (the caller bounds that to one pass)."""
+        dirty = self._dirty
+        if not dirty or self._closed or self._journal or limit <= 0:
+            return 0
+        keys = list(islice(dirty, limit))
+        cache = self._cache
+        self._write_chunk([(key, cache[key]) for key in keys])
+        for key in keys:
+            del dirty[key]
+        if self._refused:
+            self._forget_refused()
+        return len(keys)
 
     def undo_write(self, key: Any, prior: Any) -> None:
         """Put ``key`` back as a skipped record found it (see millpond.stores.undo): a key

@@ -33,14 +33,17 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import pairwise
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from millpond.kafka.errors import ProducerFencedError, TransactionAbortedError
 from millpond.tasks.faults import abort_point, crash_point, input_committed
 from millpond.tasks.instance import TaskInstance
+from millpond.tasks.storage import CheckpointBudget
 
 log = logging.getLogger("millpond.container")
+phases_log = logging.getLogger("millpond.commit")  # each commit's phase times (DEBUG)
 
 
 @dataclass
@@ -66,11 +69,14 @@ class CommitProtocol:
         self.consumer = consumer
         self.checkpoint_topic = checkpoint_topic
 
-    def commit(self, tasks: list[TaskInstance]) -> list[CommitFailure]:
-        """Commit ``tasks``; return those that failed as ordinary events (fenced, aborted)."""
+    def commit(self, tasks: list[TaskInstance], final: bool = False) -> list[CommitFailure]:
+        """Commit ``tasks``; return those that failed as ordinary events (fenced, aborted).
+        ``final``: the tasks stop or move after it, so every store is checkpointed locally
+        (see :meth:`millpond.tasks.storage.TaskStorage.after_commit`)."""
         failures: list[CommitFailure] = []
         live = list(tasks)
         began = time.monotonic()
+        times: list[float] = []  # each phase's end (monotonic), for the debug line
 
         def phase(step: Callable[[TaskInstance], None], point: str | None = None) -> None:
             for t in list(live):
@@ -88,18 +94,25 @@ class CommitProtocol:
                     continue
                 if point is not None:  # once per task, as a crash between tasks is possible
                     crash_point(point, t.name, t.committed_offsets, t.next_offsets)
+            times.append(time.monotonic())
 
         phase(lambda t: None, "before-flush")
         phase(self._flush, "after-flush")
         phase(self._deliver, "after-changelog-delivered")
         phase(self._checkpoint, "after-checkpoint-topic")
         phase(self._commit_transaction, "after-transaction-commit")
-        phase(lambda t: t.after_commit(), "after-local-checkpoint")
+        budget = CheckpointBudget()  # one store's local checkpoint per commit, unless overdue
+        phase(lambda t: t.after_commit(final, budget), "after-local-checkpoint")
         phase(self._begin)
         for t in live:
             t.committed_offsets = dict(t.next_offsets)
         self._commit_offsets(live)
         elapsed = time.monotonic() - began
+        if phases_log.isEnabledFor(logging.DEBUG):
+            ms = [1000 * (b - a) for a, b in pairwise([began, *times])]
+            phases_log.debug("commit of %d task(s) in %.1f ms: flush %.1f, deliver %.1f, checkpoint "
+                      "%.1f, txn %.1f, local %.1f, begin %.1f", len(tasks), 1000 * elapsed,
+                      *ms[1:])
         now = time.time()
         for t in live:
             t.metrics.commits += 1

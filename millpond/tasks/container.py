@@ -275,9 +275,9 @@ class Container:
                 self.loop.run()
             except MessageError as exc:
                 if exc.stage == "deserialization":  # nothing partial: keep what came before
-                    manager.commit()
+                    manager.commit(final=True)
                 raise
-            manager.commit()
+            manager.commit(final=True)
         finally:
             self._shutdown()
 

@@ -20,7 +20,7 @@ from millpond.metrics.histogram import DurationHistogram
 from millpond.sideinputs.reader import SideInputReader
 from millpond.tasks.collector import KafkaCollector
 from millpond.tasks.input_reset import Reset
-from millpond.tasks.storage import TaskStorage
+from millpond.tasks.storage import CheckpointBudget, TaskStorage
 
 log = logging.getLogger("millpond.container")
 
@@ -216,9 +216,10 @@ class TaskInstance:
                 out[topic] = out.get(topic, 0) + n
         return out
 
-    def after_commit(self) -> None:
-        """The commit happened: checkpoint the local store directories."""
-        self.storage.after_commit()
+    def after_commit(self, final: bool = False, budget: CheckpointBudget | None = None) -> None:
+        """The commit happened: checkpoint the local store directories that are due within
+        the commit's ``budget`` (every store's if ``final``: the task stops or moves)."""
+        self.storage.after_commit(final, budget)
         if self.side_inputs is not None:
             self.side_inputs.after_commit()
 

@@ -63,7 +63,7 @@ class TaskManager:
         log.info("revoking partitions %s", partitions)
         ready = [self.tasks[p] for p in partitions if p in self.tasks]
         if ready:
-            self.commit(ready)
+            self.commit(ready, final=True)
         self._forget(partitions)
 
     def lost(self, partitions: list[int]) -> None:
@@ -110,11 +110,12 @@ class TaskManager:
                  instance.next_offsets)
         return True
 
-    def commit(self, tasks: list[TaskInstance] | None = None) -> None:
-        """Commit ``tasks`` (default: all open); close the ones that failed, reopen later."""
+    def commit(self, tasks: list[TaskInstance] | None = None, final: bool = False) -> None:
+        """Commit ``tasks`` (default: all open); close the ones that failed, reopen later.
+        ``final``: the tasks stop or move after it (their stores are checkpointed locally)."""
         tasks = list(self.tasks.values()) if tasks is None else tasks
         if tasks:
-            failures = self.committer.commit(tasks)
+            failures = self.committer.commit(tasks, final)
             if len(failures) < len(tasks):
                 self.opener.outage.available()
             for failure in failures:

@@ -31,6 +31,7 @@ from millpond.tasks.instance import NOT_USER_CODE, TASK_MOVED, ErrorPolicy, Task
 from millpond.tasks.manager import TaskManager
 from millpond.tasks.memory import MemoryWatch
 from millpond.tasks.purge import InternalTopicPurger
+from millpond.tasks.writeahead import WriteAhead
 
 if TYPE_CHECKING:
     from millpond.query import Directory, Mailbox
@@ -100,6 +101,7 @@ class RunLoop:
         self._metrics = metrics  # refreshed once per iteration
         self.stopping = False
         self.last_commit = time.monotonic()
+        self._ahead = WriteAhead(timing.commit_every_s)  # an idle loop's work for the commit
         self._eof: set[tuple[str, int]] = set()
         self._at_end_since: float | None = None
 
@@ -187,8 +189,17 @@ class RunLoop:
         msgs = self.consumer.consume(POLL_BATCH, 0)
         if msgs or self.opener.due:
             return msgs
+        if self._write_ahead():  # a chunk of the next commit's write-down, then look again
+            return self.consumer.consume(POLL_BATCH, 0)
         return self.consumer.consume(
             1, QUERY_POLL_TIMEOUT_S if self._queries is not None else POLL_TIMEOUT_S)
+
+    def _write_ahead(self) -> bool:
+        """Idle before a commit: write a chunk of dirty store entries down
+        (millpond.tasks.writeahead); whether anything was written. A task whose producer
+        was fenced meanwhile is closed as at a commit."""
+        return self._ahead.step(self.tasks.values(), time.monotonic() - self.last_commit,
+                                lambda t, exc: self.manager.failed(CommitFailure(t, exc)))
 
     def _bounded_end(self, now: float) -> bool:
         """Every task here is at the end of its inputs. A process holding only some of the
@@ -211,6 +222,7 @@ class RunLoop:
         self.manager.commit(tasks)
         if tasks is None:
             self.last_commit = time.monotonic()
+            self._ahead.committed()
             if self._purger is not None:
                 self._purger.after_commit(list(self.tasks.values()), self.last_commit)
 

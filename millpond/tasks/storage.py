@@ -48,6 +48,30 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# A store's local checkpoint is taken again once its changelog is this many offsets past
+# the last one (Kafka Streams' OFFSET_DELTA_THRESHOLD_FOR_CHECKPOINT), one store per commit
+# (the others at the next commits) unless it is twice that far: what a crash replays beyond
+# the checkpoint. See TaskStorage.after_commit.
+LOCAL_CHECKPOINT_RECORDS = 10_000
+
+
+class CheckpointBudget:
+    """How many stores one commit may checkpoint locally before it must (each is ~5-25 ms
+    of flushing and fsyncs while processing waits): stores reaching the threshold together
+    take turns over the next commits."""
+
+    def __init__(self, stores: int = 1) -> None:
+        self.left = stores
+
+    def take(self, overdue: bool) -> bool:
+        """Whether a store due for a checkpoint takes it now (always when ``overdue``)."""
+        if overdue:
+            return True
+        if self.left <= 0:
+            return False
+        self.left -= 1
+        return True
+
 
 def open_engine(cfg: StoreConfig, live: Path | None) -> StorageEngine:
     """Open the storage engine of ``cfg`` (RocksDB at ``live``, or in memory). ``live`` and
@@ -100,6 +124,8 @@ class TaskStorage:
     # the writes of the record being processed, undone when the record is skipped
     journal: RecordJournal = field(default_factory=RecordJournal)
     committed_reads: bool = False  # snapshot stores at each commit (job.query.address)
+    # store -> entries left to write in this pass of writing ahead (plan_write_ahead)
+    ahead: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def open_steps(
@@ -178,10 +204,38 @@ class TaskStorage:
                 for name, s in self.stores.items()}
 
     def flush(self) -> None:
-        """Write cached writes down to the engines (flushing their memtables) and the
-        changelog producer."""
+        """Write cached writes down to the engines and the changelog producer. A logged
+        store's memtables are flushed when it is checkpointed locally (after_commit), not
+        at every commit; an unlogged one's here (it has no other way to become durable)."""
+        self.ahead.clear()  # a pass of writing ahead ends here
         for s in self.stores.values():
-            s.store.flush()
+            if s.logged is None:
+                s.store.flush()
+            elif s.cache is not None:
+                s.cache.write_down()
+
+    def plan_write_ahead(self) -> None:
+        """Begin one pass of writing ahead (see :meth:`write_ahead`): the entries dirty now."""
+        self.ahead = {name: s.cache.dirty_count for name, s in self.stores.items()
+                      if s.cache is not None and s.cache.dirty_count}
+
+    def write_ahead(self, limit: int) -> int:
+        """Write down up to ``limit`` more of the entries that were dirty when the pass
+        began, oldest first (entries dirtied since wait for the commit, so a key is written
+        at most twice per commit); returns how many were written."""
+        written = 0
+        for name in list(self.ahead):
+            cache = self.stores[name].cache
+            left = self.ahead[name]
+            n = cache.write_ahead(min(left, limit - written)) if cache is not None else 0
+            written += n
+            if n == 0 or n == left:
+                del self.ahead[name]
+            else:
+                self.ahead[name] = left - n
+            if written >= limit:
+                break
+        return written
 
     def record_delivered(self, producer: TrackedProducer) -> None:
         """Advance each store's changelog offset to the last record ``producer`` has had
@@ -197,13 +251,32 @@ class TaskStorage:
         """Per logged store, the last changelog offset recorded as delivered."""
         return {name: s.offset for name, s in self.stores.items() if s.topic is not None}
 
-    def after_commit(self) -> None:
-        """Checkpoint each store's directory: the commit now describes its content."""
+    def after_commit(self, final: bool = False, budget: CheckpointBudget | None = None) -> None:
+        """Checkpoint each store's directory once the commit describes enough new content.
+
+        A logged store written since its last local checkpoint is checkpointed again (its
+        memtables flushed, a RocksDB checkpoint, ``OFFSET`` files) only when its changelog
+        moved LOCAL_CHECKPOINT_RECORDS offsets past it (and ``budget``, the commit's, lets
+        it), a backup of it is due, or the commit is ``final`` (the task stops or moves:
+        the next owner here starts from the live directory); otherwise its live directory
+        stays untrusted (no ``OFFSET``) and a crash restores from the older checkpoint
+        plus the changelog records since, as with Kafka Streams' checkpoint-file
+        threshold. That keeps ~5-25 ms of flushing and fsyncs per store out of most
+        commits, which stop the run loop."""
         for name, s in self.stores.items():
             if s.live is not None:  # RocksDB's files since the last commit get the store's mode
                 permissions.apply(s.live, local.store_mode(s.live))
             if s.live is None or s.topic is None:
                 continue
+            if (not final and s.logged is not None and s.logged.dirty
+                    and s.checkpointed is not None
+                    and local.checkpoint_dir(s.live).exists()
+                    and not (self.backups is not None
+                             and self.backups.due(s.config, self.partition))):
+                moved = s.offset - s.checkpointed
+                if moved < LOCAL_CHECKPOINT_RECORDS or not (budget or CheckpointBudget()).take(
+                        overdue=moved >= 2 * LOCAL_CHECKPOINT_RECORDS):
+                    continue
             offset = StoreOffset(name, s.topic, self.partition, s.offset)
             if s.logged is not None:
                 s.logged.sync()  # WAL-less writes are durable only once memtables are flushed

@@ -94,8 +94,10 @@ def test_the_upload_is_staged_and_limited(tmp_path: Path) -> None:
         assert up.wait_idle(30)
         clock.now += 5
         ckpt, _ = make_checkpoint(tmp_path, 1500, 1499)
+        assert not up.due("counts", 0) and up.due("counts", 1)  # (partition 1: never staged)
         assert not up.offer("counts", TOPIC, 0, ckpt, 1499), "interval not passed yet"
         clock.now += 5
+        assert up.due("counts", 0)  # a commit now takes a local checkpoint to offer
         assert up.offer("counts", TOPIC, 0, ckpt, 1499)
         assert up.wait_idle(30)
         assert [r.offset for r in loc.snapshots("counts", 0)] == [1499, 1199, 899]

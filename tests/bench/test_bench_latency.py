@@ -139,7 +139,9 @@ def test_quick_latency_run_sees_every_input(kafka_bootstrap: str, tmp_path: Path
                              "--latency-warmup-s", "1", "--latency-users", "200",
                              "--latency-rows", "alo,eos-100")
     rows = results["latency"]["rows"]
-    assert len(rows) == 2
+    assert len(rows) == 3  # the bare client loop's floor beside millpond's two rows
+    floor = [e for e in rows.values() if e["system"] == latency.FLOOR]
+    assert [e["guarantee"] for e in floor] == ["at-least-once"]
     for entry in rows.values():
         assert entry["good_runs"] == 1, entry
         run = entry["runs"][0]
@@ -153,4 +155,5 @@ def test_quick_latency_run_sees_every_input(kafka_bootstrap: str, tmp_path: Path
     assert eos["commit_ms"] == 100 and eos["runs"][0]["duplicates"] == 0
     assert eos["runs"][0]["isolation"] == "read_committed"
     assert "| millpond | exactly-once | 100 | 300 |" in (out / "results.md").read_text()
+    assert "| floor | at-least-once | 1000 | 300 |" in (out / "results.md").read_text()
     assert "end-to-end latency of a keyed count" in (out / "readme-table.md").read_text()

@@ -60,8 +60,8 @@ class FakeTask:
     def checkpoint(self) -> Any:
         return SimpleNamespace(to_bytes=lambda: f"ckpt {self.next_offsets}".encode())
 
-    def after_commit(self) -> None:
-        self.producer._step("local")
+    def after_commit(self, final: bool = False, budget: Any = None) -> None:
+        self.producer._step("local final" if final else "local")
 
 
 class FakeConsumer:

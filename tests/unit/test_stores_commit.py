@@ -14,11 +14,17 @@ from millpond.changelog.checkpoint import (
     read_offset_file,
     write_offset_file,
 )
+from millpond.changelog.local import checkpoint_dir
 from millpond.changelog.logged import LoggedStore
 from millpond.config import StoreConfig
 from millpond.serdes import JsonSerde, StringSerde
 from millpond.stores import RocksDbEngine, RocksDbOptions, build_stack
-from millpond.tasks.storage import OpenStore, TaskStorage
+from millpond.tasks.storage import (
+    LOCAL_CHECKPOINT_RECORDS,
+    CheckpointBudget,
+    OpenStore,
+    TaskStorage,
+)
 
 SMALL = RocksDbOptions(block_cache_size_bytes=8 << 20, write_buffer_size_bytes=4 << 20)
 
@@ -43,7 +49,8 @@ def open_storage(live: Path) -> tuple[TaskStorage, Any, RecordingProducer]:
         logged=lambda e: LoggedStore(e, producer, "cl", 0, lambda: clear_offset_file(live)),  # type: ignore[arg-type]
     )
     cfg = StoreConfig(name="counts", factory="rocksdb", key_serde="string", msg_serde="json")
-    open_store = OpenStore(cfg, "cl", live, engine, stack.logged, stack.store, None, -1)
+    open_store = OpenStore(cfg, "cl", live, engine, stack.logged, stack.store, None, -1,
+                           cache=stack.cache)
     return TaskStorage(0, {"counts": open_store}), stack.store, producer
 
 
@@ -84,16 +91,23 @@ def test_wal_less_writes_are_durable_once_after_commit_wrote_offset(tmp_path: Pa
     storage.close()
 
 
-def test_commit_flush_writes_down_and_flushes_memtables(tmp_path: Path) -> None:
+def test_commit_flush_writes_down_and_the_local_checkpoint_flushes_memtables(
+        tmp_path: Path) -> None:
+    """The commit's first phase writes the cache down (engine and changelog) but leaves the
+    memtables alone; they are flushed where the store is checkpointed locally, before its
+    OFFSET says the directory is clean."""
     live = tmp_path / "counts" / "partition-0"
     storage, store, producer = open_storage(live)
     for i in range(100):
         store.put("k", i)  # one key, many writes: one record at the commit
     storage.flush()
     assert producer.sent == [("cl", 0, b"k", b"99")]
-    assert crash_copy(live, tmp_path / "after-flush") == {b"k": b"99"}
+    assert storage.stores["counts"].engine.get(b"k") == b"99"  # in the engine
+    assert crash_copy(live, tmp_path / "after-flush") == {}  # (its memtable: no WAL)
+    assert read_offset_file(live) is None  # so the directory is not trusted
     storage.after_commit()
     assert read_offset_file(live) is not None
+    assert crash_copy(live, tmp_path / "after-commit") == {b"k": b"99"}
     storage.close()
 
 
@@ -135,3 +149,58 @@ def test_committed_reads_follow_each_commit_and_overflow_until_the_next(
     assert (committed("a"), committed("c")) == (2, 1)
     storage.close()  # releases the snapshot: the database closes and can open again
     RocksDbEngine(live, SMALL).close()
+
+
+def test_a_commit_checkpoints_locally_once_the_changelog_moved_the_threshold(
+        tmp_path: Path) -> None:
+    """After the first commit, a commit leaves the store's live directory untrusted and its
+    checkpoint as it was until the changelog is LOCAL_CHECKPOINT_RECORDS past that
+    checkpoint (or the commit is final); the checkpoint always reflects its OFFSET."""
+    live = tmp_path / "counts" / "partition-0"
+    storage, store, _ = open_storage(live)
+    s = storage.stores["counts"]
+    ckpt = checkpoint_dir(live)
+
+    def commit(offset: int, final: bool = False) -> None:
+        storage.flush()
+        s.offset = offset  # what record_delivered sets from the producer's acknowledgements
+        storage.after_commit(final)
+
+    store.put("a", 1)
+    commit(0)  # the first commit after opening: always checkpointed
+    assert read_offset_file(ckpt) == StoreOffset("counts", "cl", 0, 0)
+    assert read_offset_file(live) == StoreOffset("counts", "cl", 0, 0)
+
+    store.put("a", 2)
+    commit(LOCAL_CHECKPOINT_RECORDS - 1)  # below the threshold: no local checkpoint
+    assert read_offset_file(ckpt) == StoreOffset("counts", "cl", 0, 0)
+    assert read_offset_file(live) is None  # its writes are not trusted after a crash
+    assert crash_copy(ckpt, tmp_path / "old-ckpt") == {b"a": b"1"}  # what a crash restores
+
+    store.put("a", 3)
+    commit(LOCAL_CHECKPOINT_RECORDS)  # the threshold: checkpointed
+    assert read_offset_file(ckpt) == StoreOffset("counts", "cl", 0, LOCAL_CHECKPOINT_RECORDS)
+    assert read_offset_file(live) == StoreOffset("counts", "cl", 0, LOCAL_CHECKPOINT_RECORDS)
+    assert crash_copy(ckpt, tmp_path / "new-ckpt") == {b"a": b"3"}
+
+    store.put("a", 4)
+    commit(LOCAL_CHECKPOINT_RECORDS + 1, final=True)  # the task stops: checkpointed anyway
+    assert read_offset_file(live) == StoreOffset("counts", "cl", 0, LOCAL_CHECKPOINT_RECORDS + 1)
+    assert crash_copy(ckpt, tmp_path / "final-ckpt") == {b"a": b"4"}
+
+    commit(LOCAL_CHECKPOINT_RECORDS + 1)  # nothing written since: the live copy stays clean
+    assert read_offset_file(live) == StoreOffset("counts", "cl", 0, LOCAL_CHECKPOINT_RECORDS + 1)
+
+    # Stores due together take turns: one per commit, unless twice the threshold behind.
+    budget = CheckpointBudget()
+    at = LOCAL_CHECKPOINT_RECORDS + 1
+    store.put("a", 5)
+    storage.flush()
+    s.offset = at + LOCAL_CHECKPOINT_RECORDS
+    assert budget.take(overdue=False)  # another store took this commit's checkpoint
+    storage.after_commit(budget=budget)
+    assert read_offset_file(ckpt) == StoreOffset("counts", "cl", 0, at)  # its turn comes later
+    s.offset = at + 2 * LOCAL_CHECKPOINT_RECORDS
+    storage.after_commit(budget=budget)  # overdue: taken anyway
+    assert read_offset_file(ckpt) == StoreOffset("counts", "cl", 0, s.offset)
+    storage.close()
