@@ -27,6 +27,9 @@ DEFAULT_SYSTEM = str_default("job.changelog.system")
 DEFAULT_ID = str_default("job.id")
 DEFAULT_WINDOW_MS = int_default("task.window.ms")
 DEFAULT_COMMIT_MS = int_default("task.commit.ms")
+# task.commit.ms when unset under exactly-once (Kafka Streams' default there): outputs read
+# read_committed become visible at commits, so 60 s would mean a 30 s median latency.
+EXACTLY_ONCE_COMMIT_MS = 100
 DEFAULT_TIMEOUT_MS = int_default("task.timeout.ms")
 DEFAULT_GUARANTEE = str_default("task.processing.guarantee")
 DEFAULT_BASE_DIR = str_default("job.logged.store.base.dir")
@@ -74,17 +77,17 @@ def parse_job(props: Properties) -> JobConfig:
         if item.strip()
     ]
     base_dir = props.get("job.logged.store.base.dir", "").strip()
+    guarantee = get_choice(props, "task.processing.guarantee", DEFAULT_GUARANTEE,
+                           PROCESSING_GUARANTEES)
     return JobConfig(
         name=name,
         id=props.get(id_key, DEFAULT_ID).strip() or DEFAULT_ID,
         task_class=props.get("task.class", "").strip() or None,
         inputs=inputs,
         window_ms=_int(props, "task.window.ms"),
-        commit_ms=_int(props, "task.commit.ms"),
+        commit_ms=_commit_ms(props, guarantee),
         timeout_ms=_int(props, "task.timeout.ms"),
-        processing_guarantee=get_choice(
-            props, "task.processing.guarantee", DEFAULT_GUARANTEE, PROCESSING_GUARANTEES
-        ),
+        processing_guarantee=guarantee,
         logged_store_base_dir=Path(base_dir or DEFAULT_BASE_DIR),
         state_permissions=get_mode(props, STATE_PERMISSIONS, DEFAULT_STATE_PERMISSIONS),
         changelog_system=props.get("job.changelog.system", "").strip() or DEFAULT_SYSTEM,
@@ -108,6 +111,13 @@ def _address(props: Properties, name: str) -> tuple[str, int] | None:
         raise error(props, name, f"{text!r} is not host:port (e.g. 127.0.0.1:9405; port 0 "
                                  "picks a free one)")
     return host, int(port)
+
+
+def _commit_ms(props: Properties, guarantee: str) -> int:
+    """task.commit.ms; unset (or blank) under exactly-once, EXACTLY_ONCE_COMMIT_MS."""
+    if guarantee == "exactly-once" and not props.get("task.commit.ms", "").strip():
+        return EXACTLY_ONCE_COMMIT_MS
+    return _int(props, "task.commit.ms")
 
 
 def _int(props: Properties, name: str) -> int:

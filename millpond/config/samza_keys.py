@@ -149,7 +149,7 @@ _ROWS: list[tuple[str, Fate, str, str]] = [
      "advanced"),
     # --- checkpointing
     ("task.checkpoint.factory", "ignored", _CKPT, "checkpointing"),
-    ("task.commit.ms", "supported", "", "checkpointing"),
+    ("task.commit.ms", "supported", "unset under exactly-once: 100 ms, as Kafka Streams", "checkpointing"),
     ("task.checkpoint.system", "ignored", _CKPT, "checkpointing"),
     ("job.checkpoint.validation.enabled", "ignored", _CKPT, "checkpointing"),
     ("task.checkpoint.path", "ignored", _CKPT, "checkpointing"),

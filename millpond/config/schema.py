@@ -115,7 +115,9 @@ KEYS: tuple[Key, ...] = (
         default="-1", minimum=-1),
     Key("task.commit.ms", "int", "How often each task commits its state, outputs and input "
         "offsets (also on `coordinator.commit()` and before a partition is revoked); 0 "
-        "commits after every polled batch.", "job",
+        "commits after every polled batch. Unset under `task.processing.guarantee="
+        "exactly-once` it is 100 (Kafka Streams' default there): outputs read "
+        "`read_committed` become visible at each commit.", "job",
         default="60000", minimum=0),
     Key("task.timeout.ms", "int", "How long a running job rides through Kafka being "
         "unreachable (a broker restart, an outage, a stalled broker) before it stops with one "

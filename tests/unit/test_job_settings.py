@@ -84,3 +84,18 @@ def test_readers_use_a_group_id_of_the_job() -> None:
     j = job("")
     assert j.group_id == "counts-7"
     assert j.reader_group_id.startswith("counts-7-")
+
+
+def test_exactly_once_commits_every_100_ms_unless_told_otherwise() -> None:
+    """Outputs read read_committed are visible at commits: Samza's 60 s default would hold
+    them 30 s on average, so exactly-once defaults to Kafka Streams' 100 ms there."""
+    def commit_ms(extra: str) -> int:
+        config = Config.from_properties(parse_properties(BASE + extra, "job.properties"))
+        return config.job.commit_ms
+
+    assert commit_ms("task.processing.guarantee=exactly-once\n") == 100
+    assert commit_ms("task.processing.guarantee=exactly-once\ntask.commit.ms=\n") == 100
+    assert commit_ms("task.processing.guarantee=exactly-once\ntask.commit.ms=5000\n") == 5000
+    assert commit_ms("task.processing.guarantee=effectively-once\n") == 60_000
+    assert commit_ms("task.processing.guarantee=at-least-once\n") == 60_000
+    assert commit_ms("") == 60_000
