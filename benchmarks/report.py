@@ -846,6 +846,7 @@ def markdown(results: dict[str, Any]) -> str:
             lines.append(_row("  ↳ wall", summarize([ph["wall_s"]]), "s", ""))
     lines.append("")
     lines += latency_table(results)
+    lines += handover_table(results)
 
     tg = results.get("targets") or []
     if tg:
@@ -1022,6 +1023,30 @@ def _latency_cell(entries: list[dict[str, Any]]) -> str:
                      f"p99.9 {_ms(e.get('p99_9_ms'))} / max {_ms(e.get('max_ms'))} ms "
                      f"({_n(_med(e.get('achieved_rate')))} msg/s achieved, {_lost(e)})")
     return "; ".join(parts)
+
+
+def handover_table(results: dict[str, Any]) -> list[str]:
+    """results.md's hand-over lines (empty when the workload did not run)."""
+    res = results.get("handover")
+    if not res:
+        return []
+    if not res.get("ok"):
+        return [f"Hand-over (`--only handover`): **FAILED** ({res.get('error')})", ""]
+    st = res["steady"]
+    lines = [
+        f"Hand-over (`--only handover`, benchmarks/workloads/handover.py): the latency "
+        f"workload's at-least-once count at {res['rate']:,} msg/s in one process; a second "
+        f"process of the job starts, then stops (SIGTERM). Worst latency of the messages "
+        f"produced in the {res['window_s']:g} s after each event, for the tasks that stayed and the "
+        f"ones that moved ({res['moved']}); steady p50 {st['p50']:.1f} ms, p99 "
+        f"{st['p99']:.1f} ms before it. {res['produced']:,} messages, "
+        f"{res['missing']} missing.", "",
+        "| event | stayed: worst ms | moved: worst ms |", "| --- | ---: | ---: |"]
+    for name, key in (("scale-out (1 -> 2 processes)", "out"),
+                      ("scale-in (2 -> 1, SIGTERM)", "back")):
+        ph = res[key]
+        lines.append(f"| {name} | {ph['stayed_max_ms']:.0f} | {ph['moved_max_ms']:.0f} |")
+    return [*lines, ""]
 
 
 def latency_table(results: dict[str, Any]) -> list[str]:

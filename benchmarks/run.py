@@ -34,7 +34,9 @@ budget) and ``latency`` (benchmarks/workloads/latency.py: end-to-end latency of 
 count that sends an output per input, the input produced at fixed rates (--latency-rates,
 default 5,000 and 20,000 msg/s) for --latency-seconds; p50 / p99 / p99.9 / max at each
 guarantee with task.commit.ms 1000 and exactly-once at 100, every input checked to come
-out). Every figure is the median of the runs with min
+out) and ``handover`` (benchmarks/workloads/handover.py: the latency workload's count in one
+process, then a second one started and stopped; the worst latency of the tasks that stayed
+and of the ones that moved). Every figure is the median of the runs with min
 and max; every count and restore is checked against the exact reference; every run records
 the load average before it and the CPU steal during it.
 Writes ``results.json``, ``results.md`` and ``readme-table.md`` (docs/benchmarks.md's table,
@@ -62,6 +64,7 @@ from benchmarks.harness import Harness, say
 from benchmarks.workloads import (
     count,
     dataflow,
+    handover,
     latency,
     limits,
     memory,
@@ -77,7 +80,7 @@ STEPS: dict[str, Callable[[Harness], None]] = {
     "windows": windows.windows, "skew": count.skew, "rss": count.rss,
     "restore": restore.restore, "snapshot-restore": restore.snapshot_restore,
     "store": store.store, "spark": spark.spark, "memory-cap": memory.memory_cap,
-    "latency": latency.latency}
+    "latency": latency.latency, "handover": handover.handover}
 WORKLOADS = tuple(STEPS)
 ALL_SYSTEMS = ("millpond", "quix", "faust", "bytewax", "pathway")
 

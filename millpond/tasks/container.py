@@ -73,6 +73,32 @@ if TYPE_CHECKING:
 log = logging.getLogger("millpond.container")
 
 STATUS_EVERY_S = 10.0
+HEARTBEAT_MS = 500  # the group consumer's heartbeat.interval.ms unless the job sets it
+
+
+def group_consumer_conf(consumer_conf: dict[str, Any], group_id: str, client: str,
+                        isolation: str, bounded: bool) -> dict[str, Any]:
+    """The job's group consumer settings: the job's ``systems.kafka.consumer.*`` over
+    millpond's defaults, under the keys the run loop depends on."""
+    return {
+        "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS,
+        # A cooperative rebalance's second round waits for every member's next heartbeat:
+        # librdkafka's 3 s made a moved task stand still 3 s each way (the handover bench).
+        "heartbeat.interval.ms": HEARTBEAT_MS,
+        # Names this process in the group (`millpond status` shows it as the owner). With
+        # an endpoint, its URL too: how other processes route queries here.
+        "client.id": client,
+        **consumer_conf, "group.id": group_id,
+        "partition.assignment.strategy": "cooperative-sticky",
+        # An input position out of range (records deleted by retention before they were
+        # read) comes back as an event: the run loop applies the job's policy
+        # (systems.kafka.consumer.auto.offset.reset, millpond.tasks.input_reset), says so
+        # and counts the skipped records instead of librdkafka resetting silently.
+        "enable.auto.commit": False, "auto.offset.reset": "error",
+        # read_committed for a dataflow's internal topics (written in transactions)
+        "isolation.level": isolation,
+        "enable.partition.eof": bounded,
+    }
 
 
 class Container:
@@ -226,23 +252,11 @@ class Container:
         self.backups = context.backups
         if self.metrics is not None:
             self.metrics.watch_backups(self.backups)
-        conf = {
-            "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS,
-            # Names this process in the group (`millpond status` shows it as the owner).
-            # With an endpoint, its URL too: how other processes route queries here.
-            "client.id": client_id(self.group_id, socket.gethostname(), os.getpid(),
-                                   self.query_server.url if self.query_server else None),
-            **self.consumer_conf, "group.id": self.group_id,
-            "partition.assignment.strategy": "cooperative-sticky",
-            # An input position out of range (records deleted by retention before they were
-            # read) comes back as an event: the run loop applies the job's policy
-            # (systems.kafka.consumer.auto.offset.reset, millpond.tasks.input_reset), says so
-            # and counts the skipped records instead of librdkafka resetting silently.
-            "enable.auto.commit": False, "auto.offset.reset": "error",
-            # A dataflow's internal topics are written in transactions: read them committed.
-            "isolation.level": "read_committed" if internal else self.guarantee.isolation,
-            "enable.partition.eof": self.bounded,
-        }
+        conf = group_consumer_conf(
+            self.consumer_conf, self.group_id,
+            client_id(self.group_id, socket.gethostname(), os.getpid(),
+                      self.query_server.url if self.query_server else None),
+            "read_committed" if internal else self.guarantee.isolation, self.bounded)
         self._consumer_conf = conf
         self.consumer = clients.consumer(conf)
         outage = OutageClock(self.config.job.timeout_ms / 1000.0,
@@ -258,7 +272,10 @@ class Container:
             commit_every_s=job.commit_ms / 1000.0,
             window_every_s=job.window_ms / 1000.0 if job.window_ms > 0 else 0.0,
             status_every_s=self.status_every, bounded=self.bounded, task_count=task_count,
-            end_grace_s=int(conf.get("heartbeat.interval.ms", 3000)) / 1000.0 + 1.0,
+            # (a bounded run's grace stays librdkafka's 3 s heartbeat + 1 s unless the job
+            # sets heartbeat.interval.ms: it is a bound, waited only while partitions are away)
+            end_grace_s=int(self.consumer_conf.get("heartbeat.interval.ms", 3000)) / 1000.0
+            + 1.0,
             internal=tuple(internal))
         self.loop = RunLoop(manager, inputs=self.inputs, serdes=self.serdes,
                             on_error=self.on_error, faults=self.faults, timing=timing,
