@@ -18,7 +18,7 @@ from collections.abc import Callable, Generator
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from confluent_kafka import Consumer
 
@@ -62,6 +62,30 @@ Opening = Generator[object, None, TaskInstance]
 # again: each try waits for Kafka itself (init_transactions), so it resumes as Kafka answers.
 RETRY_S = 1.0
 INIT_TIMEOUT_S = 30.0
+T = TypeVar("T")
+# One thread for an opening's reads that wait on Kafka (the task's checkpoint, its inputs'
+# offsets): the run loop keeps processing the open tasks meanwhile. One at a time: they
+# use the restore consumer, which only the task being opened uses.
+_READER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="millpond-open")
+
+
+def waiting(read: Callable[[], T]) -> Generator[None, None, T]:
+    """``read()`` on the opening thread, yielding (so the run loop processes and polls)
+    until it returns. Dropped meanwhile, it waits for the read to end: the next opening
+    uses the same consumer."""
+    future = _READER.submit(read)
+    try:
+        while True:
+            try:
+                return future.result(timeout=0.005)
+            except FutureTimeout:
+                yield None
+    except GeneratorExit:
+        try:
+            future.result()
+        except Exception:  # the opening is being dropped: its read's failure is moot
+            pass
+        raise
 
 
 def unreachable(exc: BaseException) -> bool:
@@ -177,7 +201,8 @@ def open_task(ctx: OpenContext, partition: int, fences: Fences) -> Opening:
     try:
         producer.begin_transaction()  # recovery may re-write keys (trim) inside it
         yield None
-        checkpoints = read_checkpoints(ctx.restore_consumer, ctx.checkpoint_topic, [partition])
+        checkpoints = yield from waiting(lambda: read_checkpoints(
+            ctx.restore_consumer, ctx.checkpoint_topic, [partition]))
         ckpt = checkpoints.get(task_name(partition))
         try:
             storage = yield from TaskStorage.open_steps(
@@ -196,9 +221,9 @@ def open_task(ctx: OpenContext, partition: int, fences: Fences) -> Opening:
             if ctx.side_inputs:  # bootstrapped before init() and the first message
                 side = yield from ctx.side_inputs.open_steps(
                     partition, storage.stores, ctx.reset_policy.side_input)
-            positions, resets, ends = start_positions(
+            positions, resets, ends = yield from waiting(lambda: start_positions(
                 ctx.restore_consumer, ctx.inputs, partition,
-                dict(ckpt.inputs) if ckpt else {}, ctx.reset_policy)
+                dict(ckpt.inputs) if ckpt else {}, ctx.reset_policy))
             collector = KafkaCollector(producer, ctx.stream_serdes, outputs=ctx.outputs)
             instance = TaskInstance(partition, ctx.task_class(), storage, producer, collector,
                                     positions, side_inputs=side,

@@ -45,6 +45,8 @@ POLL_TIMEOUT_S = 0.1
 # queries between polls, so this is how long a query to an idle job can wait.
 QUERY_POLL_TIMEOUT_S = 0.01
 OPEN_BUDGET_S = 0.2  # time given to opening tasks (restore batches) per iteration
+# ... while other tasks run: their records wait at most about this (and one step) for it
+OPEN_SLICE_S = 0.02
 
 
 def static_member_fenced(err: KafkaError) -> bool:
@@ -134,7 +136,9 @@ class RunLoop:
         msgs = self._poll()
         self._faults.check()  # a rebalance callback may have failed inside consume()
         if self.opener.pending:
-            for instance in self.manager.open_some(OPEN_BUDGET_S):
+            # other tasks running: open in short slices, so their records keep flowing
+            for instance in self.manager.open_some(OPEN_SLICE_S if self.tasks
+                                                   else OPEN_BUDGET_S):
                 for topic in self.inputs:
                     self._eof.discard((topic, instance.partition))
         for t in list(self.tasks.values()):  # side-input records that arrived meanwhile
