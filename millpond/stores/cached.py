@@ -388,40 +388,46 @@ class CachedStore(KeyValueStore[K, V]):
             return
         if self._journal:
             self._settle_journal()
-        cache, write = self._cache, self._write_chunk
-        average = self._bytes // max(1, len(cache))  # charged bytes of an entry
-        per_chunk = max(1, min(WRITE_CHUNK, WRITE_CHUNK_BYTES // max(1, average)))
+        per_chunk = self._chunk_entries()
         if len(dirty) <= per_chunk:
-            items = [(key, cache[key]) for key in dirty]
-            write(items)
+            cache = self._cache
+            self._write_chunk([(key, cache[key]) for key in dirty])
             dirty.clear()
         else:
             keys = list(dirty)
             for i in range(0, len(keys), per_chunk):
-                chunk = keys[i : i + per_chunk]
-                items = [(key, cache[key]) for key in chunk]
-                write(items)
-                for key in chunk:
-                    del dirty[key]
+                self._write_keys(keys[i : i + per_chunk])
         if self._refused:
             self._forget_refused()
 
     def write_ahead(self, limit: int) -> int:
-        """Write down up to ``limit`` of the entries dirty longest (oldest first), between
-        records; returns how many. An idle run loop calls it before a commit is due so the
-        commit, which stops processing, has fewer to write; a key written now and again
-        before the commit is written twice (the caller bounds that to one pass)."""
+        """Write down up to ``limit`` of the entries dirty longest (oldest first), at most
+        one write-down chunk, between records; returns how many. An idle run loop calls it
+        before a commit is due so the commit, which stops processing, has fewer to write;
+        a key written now and again before the commit is written twice (the caller bounds
+        that to one pass)."""
         dirty = self._dirty
         if not dirty or self._closed or self._journal or limit <= 0:
             return 0
-        keys = list(islice(dirty, limit))
-        cache = self._cache
-        self._write_chunk([(key, cache[key]) for key in keys])
-        for key in keys:
-            del dirty[key]
+        keys = list(islice(dirty, min(limit, self._chunk_entries())))
+        self._write_keys(keys)
         if self._refused:
             self._forget_refused()
         return len(keys)
+
+    def _chunk_entries(self) -> int:
+        """Entries per write-down chunk: at most WRITE_CHUNK, and about WRITE_CHUNK_BYTES at
+        the cache's average charge per entry."""
+        average = self._bytes // max(1, len(self._cache))  # charged bytes of an entry
+        return max(1, min(WRITE_CHUNK, WRITE_CHUNK_BYTES // max(1, average)))
+
+    def _write_keys(self, keys: Sequence[K]) -> None:
+        """Write ``keys``' dirty entries down as one chunk; they become clean once the layer
+        below accepted it."""
+        cache, dirty = self._cache, self._dirty
+        self._write_chunk([(key, cache[key]) for key in keys])
+        for key in keys:
+            del dirty[key]
 
     def undo_write(self, key: Any, prior: Any) -> None:
         """Put ``key`` back as a skipped record found it (see millpond.stores.undo): a key

@@ -14,6 +14,7 @@ from millpond.changelog.logged import LoggedStore
 from millpond.config import StoreConfig
 from millpond.serdes import JsonSerde, StringSerde
 from millpond.stores import RocksDbEngine, RocksDbOptions, build_stack
+from millpond.stores.cached import WRITE_CHUNK_BYTES
 from millpond.stores.undo import RecordJournal
 from millpond.tasks.runloop import POLL_BATCH, POLL_TIMEOUT_S, RunLoop
 from millpond.tasks.storage import OpenStore, TaskStorage
@@ -132,4 +133,17 @@ def test_the_idle_poll_writes_a_chunk_then_looks_for_input_without_waiting(
     assert queue.calls == [(POLL_BATCH, 0), (POLL_BATCH, 0)]  # no wait after writing
     assert run._poll() == []  # nothing left to write: the usual wait for input
     assert queue.calls[-1] == (1, POLL_TIMEOUT_S)
+    storage.close()
+
+
+def test_a_write_ahead_step_is_at_most_one_write_down_chunk(tmp_path: Path) -> None:
+    """Large values: a step writes about WRITE_CHUNK_BYTES, as the commit's write-down does,
+    not ``limit`` entries at once."""
+    storage, store, producer = open_storage(tmp_path / "counts" / "partition-0")
+    for i in range(20):
+        store.put(f"k{i}", "x" * (WRITE_CHUNK_BYTES // 4))  # ~4 entries per chunk
+    cache = storage.stores["counts"].cache
+    assert cache is not None
+    n = cache.write_ahead(20)
+    assert 1 <= n <= 5 and producer.keys == [f"k{i}".encode() for i in range(n)]
     storage.close()
