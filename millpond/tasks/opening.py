@@ -75,17 +75,22 @@ def waiting(read: Callable[[], T]) -> Generator[None, None, T]:
     uses the same consumer."""
     future = _READER.submit(read)
     try:
-        while True:
-            try:
-                return future.result(timeout=0.005)
-            except FutureTimeout:
-                yield None
+        return (yield from _done(future, 0.005))
     except GeneratorExit:
         try:
             future.result()
         except Exception:  # the opening is being dropped: its read's failure is moot
             pass
         raise
+
+
+def _done(future: Future[T], poll_s: float) -> Generator[None, None, T]:
+    """``future``'s result, yielding every ``poll_s`` seconds until it is done."""
+    while True:
+        try:
+            return future.result(timeout=poll_s)
+        except FutureTimeout:
+            yield None
 
 
 def unreachable(exc: BaseException) -> bool:
@@ -166,11 +171,7 @@ class Fences:
         self.start(partition)
         future = self._ahead.pop(partition)
         try:
-            while True:
-                try:
-                    return future.result(timeout=0.02)
-                except FutureTimeout:
-                    yield None
+            return (yield from _done(future, 0.02))
         except GeneratorExit:  # the opening was dropped meanwhile
             future.add_done_callback(_discard)
             raise
