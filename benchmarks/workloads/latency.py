@@ -52,7 +52,14 @@ import orjson
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from benchmarks import data, systems
-from benchmarks.common import MILLPOND, Child, load_average, start_child, summarize
+from benchmarks.common import (
+    MILLPOND,
+    Child,
+    Running,
+    load_average,
+    start_child,
+    summarize,
+)
 from benchmarks.harness import Harness, say
 from benchmarks.workloads.count import _failed
 from millpond.changelog.guarantees import Guarantee
@@ -314,6 +321,14 @@ class Job(Protocol):
     def stop(self) -> dict[str, Any]: ...
 
 
+def _stopped(name: str, running: Running, **extra: Any) -> dict[str, Any]:
+    """Stop a job's process (SIGTERM, bounded): its figures, and its error if it failed."""
+    child: Child = running.stop(grace=60)
+    return {"job": name, **extra, **systems._child_fields(child),
+            **({"error": f"exit {child.returncode}: {child.tail()}"}
+               if child.returncode != 0 else {})}
+
+
 class MillpondJob:
     """``millpond run`` (unbounded) of benchmarks.jobs.LatencyCounter."""
 
@@ -336,11 +351,7 @@ class MillpondJob:
         return self.running.alive()
 
     def stop(self) -> dict[str, Any]:
-        child: Child = self.running.stop(grace=60)
-        return {"job": self.name, "config": str(self.config),
-                **systems._child_fields(child),
-                **({"error": f"exit {child.returncode}: {child.tail()}"}
-                   if child.returncode != 0 else {})}
+        return _stopped(self.name, self.running, config=str(self.config))
 
 
 class FloorJob:
@@ -358,10 +369,7 @@ class FloorJob:
         return self.running.alive()
 
     def stop(self) -> dict[str, Any]:
-        child: Child = self.running.stop(grace=60)
-        return {"job": self.name, **systems._child_fields(child),
-                **({"error": f"exit {child.returncode}: {child.tail()}"}
-                   if child.returncode != 0 else {})}
+        return _stopped(self.name, self.running)
 
 
 SYSTEMS: dict[str, Callable[[Harness, Row, str, str, str], Job]] = {
