@@ -115,6 +115,7 @@ def test_a_skipped_record_does_not_move_stream_time(
         "job.logged.store.base.dir": str(tmp_path / "state"),
     })
     producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    logs = []  # each run's stderr, shown when the output is wrong
     for records in runs:
         for side, value, timestamp in records:
             producer.produce(topics[side], json.dumps(value).encode(), b"k", timestamp=timestamp)
@@ -122,6 +123,8 @@ def test_a_skipped_record_does_not_move_stream_time(
         done = run_job(conf, "--bounded", env={"PYTHONPATH": str(tmp_path)}, timeout=120)
         assert done.returncode == 0, done.stderr[-3000:]
         assert "late records" not in done.stderr, done.stderr[-3000:]
+        logs.append(done.stderr[-3000:])
     [dead] = read_topic(kafka_bootstrap, dlq)
     assert json.loads(dead.value()) == bad
-    assert [json.loads(m.value()) for m in read_topic(kafka_bootstrap, out)] == expected
+    sent = [json.loads(m.value()) for m in read_topic(kafka_bootstrap, out)]
+    assert sent == expected, "\n---\n".join(logs)
