@@ -237,7 +237,8 @@ def millpond_count(ctx: Ctx, topic: str, messages: int, guarantee: str, tag: str
                    reference: dict[str, int], metrics: bool = False,
                    backups: dict[str, str] | None = None, app: str | None = None,
                    output: str | None = None, dlq: bool = False,
-                   queries: dict[str, Any] | None = None) -> dict[str, Any]:
+                   queries: dict[str, Any] | None = None,
+                   default_commit: bool = False) -> dict[str, Any]:
     """One verified ``millpond run --bounded`` count; ``metrics`` turns the Prometheus
     reporter on and scrapes it every second while the job runs; ``backups`` are
     ``job.state.backup.*`` properties (state snapshots uploaded while it runs); ``dlq`` sets
@@ -247,7 +248,8 @@ def millpond_count(ctx: Ctx, topic: str, messages: int, guarantee: str, tag: str
     "partitions", "connections"}) sets ``job.query.address`` and runs a QueryLoad of ``rate`` gets/s of the
     ``counts`` store while the job runs (issue #33); ``app``
     runs the dataflow ``benchmarks.jobs:<app>`` instead of the StreamTask (``output``: the
-    topic its ``to`` writes)."""
+    topic its ``to`` writes); ``default_commit`` leaves ``task.commit.ms`` unset (the
+    guarantee's default: 100 ms under exactly-once)."""
     name = f"mpb-{ctx.salt}-{SHORT[guarantee]}-{tag}"
     run_dir = ctx.work / name
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -266,6 +268,8 @@ def millpond_count(ctx: Ctx, topic: str, messages: int, guarantee: str, tag: str
         props["job.state.backup.uri"] = f"{backups['job.state.backup.uri']}/{name}"
     if dlq:
         props["task.dlq.stream"] = f"kafka.{name}-dlq"
+    if default_commit:
+        del props["task.commit.ms"]
     load = None
     if queries:
         port = free_port()
@@ -288,6 +292,7 @@ def millpond_count(ctx: Ctx, topic: str, messages: int, guarantee: str, tag: str
                               "app": app or "BenchCounter (StreamTask)"}
     if dlq:
         result["dlq_stream"] = props["task.dlq.stream"]
+    result["commit_ms"] = props.get("task.commit.ms", "default")
     if scraper is not None:
         result["metrics"] = {"reporter": "prometheus", "scrape_every_s": scraper.every,
                              "scrapes": scraper.scrapes, "last_scrape_bytes": scraper.last_bytes}

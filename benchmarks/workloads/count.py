@@ -31,6 +31,9 @@ UNDO_KEY = report.UNDO_KEY
 QUERIES_KEY = report.QUERIES_KEY
 # Pathway's count (static read, persistence on): the count workload only.
 PATHWAY_KEY = report.PATHWAY_KEY
+# millpond's exactly-once count with task.commit.ms unset (100 ms), after the same round's
+# exactly-once count at --commit-ms.
+EOS_DEFAULT_KEY = report.EOS_DEFAULT_KEY
 
 
 def count(h: Harness) -> None:
@@ -85,6 +88,10 @@ def count(h: Harness) -> None:
             if res.get("correct") and key == "quix at-least-once":
                 h.quix_restore_spec = res["spec"]
             runs.setdefault(key, []).append(res)
+            if key == "millpond exactly-once":
+                runs.setdefault(EOS_DEFAULT_KEY, []).append(_eo_once_more(
+                    h, r, EOS_DEFAULT_KEY, f"dc{r}", lambda: {"default_commit": True},
+                    "exactly-once"))
         if small is not None and r < a.faust_runs:
             topic, n, reference = small
             for system in ("faust", "millpond"):
@@ -131,22 +138,23 @@ def _failed(system: str, guarantee: str, exc: Exception) -> dict[str, Any]:
 
 
 def _eo_once_more(h: Harness, r: int, key: str, tag: str,
-                  options: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    """Round ``r``'s effectively-once count once more with ``options()`` of
-    systems.millpond_count: with the record undo journal on (UNDO_KEY: a dead-letter topic
-    set), serving paced queries of its store (QUERIES_KEY), with the Prometheus reporter on
-    and scraped every second (METRICS_KEY), or with
-    state backups to S3Proxy on (BACKUPS_KEY); their cost is the ratio to the same round's
-    run without."""
+                  options: Callable[[], dict[str, Any]],
+                  guarantee: str = "effectively-once") -> dict[str, Any]:
+    """Round ``r``'s effectively-once (or ``guarantee``'s) count once more with
+    ``options()`` of systems.millpond_count: with the record undo journal on (UNDO_KEY: a
+    dead-letter topic set), serving paced queries of its store (QUERIES_KEY), with the
+    Prometheus reporter on and scraped every second (METRICS_KEY), with state backups to
+    S3Proxy on (BACKUPS_KEY), or exactly-once with task.commit.ms unset (EOS_DEFAULT_KEY);
+    their cost is the ratio to the same round's run without."""
     a, ctx = h.args, h.ctx
     assert h.input_topic is not None
     say(f"count run {r + 1}/{a.runs}: {key} on {a.messages:,} msgs "
         f"(load {load_average()})")
     try:
-        res = systems.millpond_count(ctx, h.input_topic, a.messages, "effectively-once",
+        res = systems.millpond_count(ctx, h.input_topic, a.messages, guarantee,
                                      tag, ctx.reference, **options())
     except Exception as exc:
-        res = _failed("millpond", "effectively-once", exc)
+        res = _failed("millpond", guarantee, exc)
     say_run(key, res)
     return res
 

@@ -3,7 +3,8 @@
 It times nothing: it checks that `python -m benchmarks.run` produces its inputs, measures the
 raw consume and consume + JSON-decode ceilings, runs the millpond count at every guarantee on
 the uniform topic (effectively-once once more with the Prometheus reporter on, with the undo
-journal on and serving 1,000 gets/s from a query driver) and on the
+journal on and serving 1,000 gets/s from a query driver; exactly-once once more at its
+default commit interval) and on the
 skewed (Zipf) topic (20k messages over 10k users), and the peak-RSS count over 10k users,
 verifies each final state against the reference and writes results.json, results.md and
 readme-table.md (in a temp dir, never over benchmarks/results.*). A second run checks the
@@ -79,6 +80,14 @@ def test_quick_run_writes_correct_results(kafka_bootstrap: str, tmp_path: Path) 
                     if t["target"] == "query overhead <= 5% at 1000 q/s")
     assert overhead["status"] in ("pass", "miss") and overhead["goal"] == 0.05
     assert overhead["row"] == "count queries"
+    # ... and exactly-once once more with task.commit.ms unset (100 ms there, issue #39): its
+    # throughput against the exactly-once count at --commit-ms.
+    default = results["count"][report.EOS_DEFAULT_KEY]
+    _good(default, 20_000, 2_000)
+    assert default["runs"][0]["commit_ms"] == "default"
+    assert results["count"]["millpond exactly-once"]["runs"][0]["commit_ms"] == 5000
+    eos_cost = next(t for t in results["targets"] if t["row"] == "count exactly-once default commit")
+    assert eos_cost["status"] == "info" and eos_cost["value"] is not None
 
     # The skewed topic: its keys are the seeded Zipf draw, counted exactly at every guarantee.
     skew = results["skew"]
@@ -126,6 +135,7 @@ def test_quick_run_writes_correct_results(kafka_bootstrap: str, tmp_path: Path) 
     assert "Zipf 1.1" in table and "CPU steal" in table and "load average" in table
     assert "Prometheus reporter on (scraped every 1 s)" in table and "cost <= 3%: " in table
     assert "undo journal on" in table and "cost <= 3% (CPU s per message): " in table
+    assert "`task.commit.ms` unset (its default there: 100 ms)" in table
     assert "serving gets of its store" in table and "overhead <= 5% at 1000 q/s: " in table
     assert results["meta"]["command"] in table
 
