@@ -6,13 +6,12 @@ where the restore left it, and what the job allocates next (block cache, object 
 comes on top: under a 384 MB cap a run that restored 1.6M x 1 KB records first went to
 405 MiB RSS while the same updates on a store that needed no restore took 184 MiB.
 ``malloc_trim(0)`` after a restore gave back 100-150 MiB of 160-210 MiB in one test.
-Elsewhere (not glibc, not Linux) it does nothing.
+Elsewhere (not glibc, not Linux) it does nothing. ctypes is imported at the first call (a
+restore's end), not at start-up.
 """
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import sys
 from typing import Any
 
@@ -25,6 +24,9 @@ def release_free_memory() -> bool:
     if _trim is None:
         _trim = False
         if sys.platform.startswith("linux"):
+            import ctypes
+            import ctypes.util
+
             try:
                 libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
                 _trim = libc.malloc_trim
