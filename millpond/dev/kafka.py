@@ -232,6 +232,11 @@ class LocalKafka:
             "log.cleaner.dedupe.buffer.size": str(16 * 1024 * 1024),
             "num.io.threads": "2",
             "num.network.threads": "2",
+            # No deletion by age unless a topic sets retention.ms: a window or join result is
+            # timestamped with its event time, and the examples' and tests' event times are
+            # in 1970 or 2024, which the default 7 days deleted at the next retention check
+            # (every 5 minutes): an output read a few seconds later was sometimes empty.
+            "log.retention.ms": "-1",
         }
         props.update(self.extra_config)
         return props

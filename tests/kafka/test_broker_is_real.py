@@ -160,3 +160,22 @@ def test_local_broker_restarts_on_its_data_dir(tmp_path) -> None:  # type: ignor
         assert len(topics["survives-restart"].partitions) == 2
     finally:
         broker.stop()
+
+
+def test_topics_keep_old_timestamps_unless_they_set_retention(
+    kafka_bootstrap: str, topic_name: Callable[[str], str]
+) -> None:
+    """Results are timestamped with event times (the tests' are in 1970, the examples' in
+    2024): a topic without its own retention.ms keeps them (the dev broker's log.retention.ms
+    is -1), one that sets it keeps its own."""
+    from confluent_kafka.admin import ConfigResource
+
+    plain, own = topic_name("plain"), topic_name("own")
+    _create(kafka_bootstrap, plain)
+    _create(kafka_bootstrap, own, **{"retention.ms": "3600000"})
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in (plain, own)]
+    found = {r.name: c["retention.ms"].value
+             for r, f in admin.describe_configs(resources).items()
+             for c in [f.result(timeout=30)]}
+    assert found == {plain: "-1", own: "3600000"}
