@@ -148,6 +148,25 @@ def count_app(config: Any) -> App:
     return app
 
 
+def _latency_step(count: int | None, msg: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    """The latency count's step: the user's count + 1 as the new state, and the output
+    record LatencyCounter sends."""
+    n = (count or 0) + 1
+    return n, {"user": msg["user_id"], "count": n, "ts_ms": msg["ts_ms"], "seq": msg["seq"]}
+
+
+def latency_app(config: Any) -> App:
+    """The latency workload's count as a dataflow (benchmarks/workloads/latency.py, system
+    ``millpond-dataflow``): ``source(input).stateful_map("counts", step).to(output)``, one
+    output per input as LatencyCounter sends. ``stateful_map`` and not ``count``: ``count``
+    emits the count alone, and the output also carries the input's ``seq`` and ``ts_ms``
+    (what the reader measures from); its state is the count, as ``count``'s is."""
+    app = App()
+    (app.source(_topic(config, "bench.input")).stateful_map("counts", _latency_step)
+     .to(_topic(config, "bench.output")))
+    return app
+
+
 def keep(view: dict[str, Any]) -> bool:
     """The hop benchmark's filter: every page view but those of /help (6 in 7 kept)."""
     return bool(view["page"] != "/help")

@@ -1385,12 +1385,16 @@ def readme_table(results: dict[str, Any]) -> str:
     li = lat.get("input") or {}
     for (guarantee, commit_ms), entries in _latency_groups(results).items():
         cells = {system: _latency_cell([e for e in entries if e.get("system") == system])
-                 for system in ("millpond", "quix", "bytewax")}
+                 for system in ("millpond", "millpond-dataflow", "quix", "bytewax",
+                                "pathway")}
+        ours = "; ".join(f"{what}{cells[system]}" for system, what in
+                         (("millpond", ""), ("millpond-dataflow", "dataflow app: "))
+                         if cells[system])
         row(f"latency {guarantee} {commit_ms}",
             f"end-to-end latency of a keyed count (an output per input), {guarantee}, "
             f"commit {commit_ms} ms, {_many(li.get('users') or 0)} users, "
             f"{li.get('seconds', 0):g} s at each fixed input rate",
-            cells["millpond"], cells["quix"], bytewax=cells["bytewax"])
+            ours, cells["quix"], bytewax=cells["bytewax"], pathway=cells["pathway"])
     left = [t for rid, ts in by_row.items() if rid not in used for t in ts]
     if left:
         lines.append(f"| other targets | | | | | | | "

@@ -82,7 +82,9 @@ STEPS: dict[str, Callable[[Harness], None]] = {
     "store": store.store, "spark": spark.spark, "memory-cap": memory.memory_cap,
     "latency": latency.latency, "handover": handover.handover}
 WORKLOADS = tuple(STEPS)
-ALL_SYSTEMS = ("millpond", "quix", "faust", "bytewax", "pathway")
+# millpond-dataflow: the latency workload's dataflow count (the other workloads run
+# millpond's dataflows under "millpond").
+ALL_SYSTEMS = ("millpond", "millpond-dataflow", "quix", "faust", "bytewax", "pathway")
 
 FULL = {"messages": 2_000_000, "users": 100_000, "faust_messages": 30_000,
         "store_ops": 1_000_000, "hot_ops": 2_000_000, "spark_records": 500_000, "spark_large_records": 2_000_000,
@@ -107,8 +109,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help=f"run only these workloads ({', '.join(WORKLOADS)}); repeatable")
     p.add_argument("--bootstrap", default="127.0.0.1:9092", help="Kafka bootstrap servers")
     p.add_argument("--systems", default=",".join(ALL_SYSTEMS),
-                   help="systems to count with (default: millpond,quix,faust,bytewax,pathway; "
-                        "pathway runs in the count workload)")
+                   help="systems to count with (default: millpond,millpond-dataflow,quix,"
+                        "faust,bytewax,pathway; pathway runs in the count and latency "
+                        "workloads, millpond-dataflow in the latency workload)")
     p.add_argument("--dataflow-runs", default="eo,task-eo,eos,task-eos,one-stage,two-stage",
                    help="millpond's counts in the dataflow workload (default all: the dataflow "
                         "and the StreamTask count at effectively-once and exactly-once, and "

@@ -3,6 +3,7 @@
     python bytewax_count.py count SPEC.json   # count the input per user to the topic's end
     python bytewax_count.py dump  SPEC.json   # read the recovery partitions: {user: count}
     python bytewax_count.py windows SPEC.json # 1-minute tumbling count per user to spec output
+    python bytewax_count.py latency SPEC.json # per-user count, each update to spec output, until SIGTERM
 
 SPEC.json holds bootstrap, topic, recovery_dir, partitions (recovery partitions to create),
 epoch_interval (seconds, the commit interval of the other systems), messages and out (where
@@ -158,6 +159,90 @@ def windows(spec: dict) -> dict:
             **_usage()}
 
 
+def _latency_flow(spec: dict, first: list[float]):  # type: ignore[no-untyped-def]
+    """The latency workload (benchmarks/workloads/latency.py): ``kafka input (tail: waits
+    for new data, from the topic's beginning) -> key_on user_id -> stateful_map count ->
+    kafka output``, every input ``{"user_id", "seq", "ts_ms"}`` giving one record ``{"user",
+    "count", "ts_ms", "seq"}`` under the user (orjson). Bytewax's Kafka sink is a plain
+    producer that flushes each batch it is given (no transactions): at-least-once."""
+    import bytewax.operators as op
+    import orjson
+    from bytewax.connectors.kafka import KafkaSinkMessage
+    from bytewax.connectors.kafka import operators as kop
+    from bytewax.dataflow import Dataflow
+
+    loads, dumps = orjson.loads, orjson.dumps
+    flow = Dataflow("bench_latency")
+    inp = kop.input("inp", flow, brokers=[spec["bootstrap"]], topics=[spec["topic"]],
+                    tail=True)
+
+    def decode(msg: Any) -> tuple[str, Any]:
+        if not first:
+            first.append(time.time())
+        v = loads(msg.value)
+        return v["user_id"], v
+
+    keyed = op.map("decode", inp.oks, decode)
+
+    def add(state: int | None, v: Any) -> tuple[int, bytes]:
+        n = (state or 0) + 1
+        return n, dumps({"user": v["user_id"], "count": n, "ts_ms": v["ts_ms"],
+                         "seq": v["seq"]})
+
+    counts = op.stateful_map(STEP, keyed, add)
+
+    def message(item: tuple[str, bytes]) -> Any:
+        return KafkaSinkMessage(item[0].encode(), item[1])
+
+    kop.output("out", op.map("encode", counts, message), brokers=[spec["bootstrap"]],
+               topic=spec["output"])
+    return flow
+
+
+def latency(spec: dict) -> dict:
+    """Runs the latency flow until SIGTERM. Bytewax leaves SIGTERM to Python's default
+    (the process dies, no report): here it raises KeyboardInterrupt, which ends the run
+    (raised in the Kafka source's ``next_batch``, it comes out of ``cli_main`` as a
+    BytewaxRuntimeError caused by it), and the report is written after it."""
+    import signal
+
+    started = time.time()
+    from bytewax.recovery import RecoveryConfig, init_db_dir
+    from bytewax.run import cli_main
+
+    def interrupt(*_: Any) -> None:
+        raise KeyboardInterrupt
+
+    recovery = Path(spec["recovery_dir"])
+    recovery.mkdir(parents=True, exist_ok=True)
+    init_db_dir(recovery, int(spec.get("partitions", 1)))
+    first: list[float] = []
+    flow = _latency_flow(spec, first)
+    signal.signal(signal.SIGTERM, interrupt)
+    stopped = None
+    try:
+        cli_main(flow, workers_per_process=1,
+                 epoch_interval=timedelta(seconds=float(spec["epoch_interval"])),
+                 recovery_config=RecoveryConfig(recovery))
+    except Exception as exc:
+        if not _interrupted(exc):
+            raise
+        stopped = "SIGTERM"
+    except KeyboardInterrupt:
+        stopped = "SIGTERM"
+    return {"started": started, "first_message": first[0] if first else None,
+            "ended": time.time(), "stopped": stopped, **_usage()}
+
+
+def _interrupted(exc: BaseException | None) -> bool:
+    """Whether ``exc`` is, or was caused by, a KeyboardInterrupt (the SIGTERM handler's)."""
+    while exc is not None:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
 def dump(spec: dict) -> dict:
     """Every key's count as of the last committed epoch: per key, its latest snapshot of the
     count step at or before the epoch every recovery partition committed (what a restart
@@ -189,5 +274,5 @@ def dump(spec: dict) -> dict:
 if __name__ == "__main__":
     from peer_main import main  # this directory, first on sys.path when run as a script
 
-    main({"count": count, "dump": dump, "windows": windows},
+    main({"count": count, "dump": dump, "windows": windows, "latency": latency},
          ("bytewax", "confluent-kafka", "orjson"))

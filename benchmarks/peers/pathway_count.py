@@ -2,6 +2,7 @@
 
     python pathway_count.py count SPEC.json   # count the topic per user, to its end, then stop
     python pathway_count.py dump  SPEC.json   # read the output file back: {user: count}
+    python pathway_count.py latency SPEC.json # streaming count, each update to a topic, until SIGTERM
 
 SPEC.json holds bootstrap, topic, group, state_dir (persistence), output (the JSON-lines
 file the counts are written to), snapshot_interval_ms, messages and out (where this writes
@@ -127,6 +128,69 @@ def count(spec: dict[str, Any]) -> dict[str, Any]:
             **_usage()}
 
 
+def latency(spec: dict[str, Any]) -> dict[str, Any]:
+    """The latency workload (benchmarks/workloads/latency.py): ``pw.io.kafka.read`` in
+    streaming mode (a fresh group from the topic's beginning, ``autocommit_duration_ms`` of
+    the spec: Pathway's minibatch), ``groupby(user_id).reduce(user, count=count(),
+    seq=max(seq), ts_ms=max(ts_ms))`` and ``pw.io.kafka.write`` of that table (JSON) to the
+    output topic under the user, persistence on with a snapshot every ``snapshot_interval_ms``.
+
+    The output is Pathway's update stream: a key's new row (``"diff": 1``) and the
+    retraction of its previous one (``"diff": -1``, the old seq), each with ``time``; the
+    harness's reader counts only the insertions of this system. A key's row carries the
+    latest record's ``seq`` and ``ts_ms`` (a user's seqs and produce times grow, so their
+    max is the latest record's). Pathway emits one update per key per minibatch: two records
+    of one user in one minibatch give one row, the later seq. The input's user walk puts a
+    user's next record ``users`` messages later (2 s at 10k users and 5,000 msg/s), so a
+    100 ms minibatch never holds two of a user unless Pathway runs seconds behind; the run
+    would then show the earlier seq missing.
+
+    SIGTERM: Pathway leaves it to Python's default (the process dies, no report); here it
+    raises KeyboardInterrupt, which ``pw.run`` ends on (its engine checks Python's signals),
+    and the report is written after it."""
+    import signal
+
+    started = time.time()
+    stderr = logging.StreamHandler(sys.stderr)
+    stderr.setFormatter(logging.Formatter("[%(asctime)s]:%(levelname)s:%(message)s"))
+    logging.basicConfig(level=logging.INFO, handlers=[stderr], force=True)
+
+    import pathway as pw
+
+    class View(pw.Schema):
+        user_id: str
+        seq: int
+        ts_ms: float
+
+    settings = {"bootstrap.servers": spec["bootstrap"], "group.id": spec["group"],
+                "auto.offset.reset": "earliest", "session.timeout.ms": "6000"}
+    views = pw.io.kafka.read(settings, topic=spec["topic"], format="json", schema=View,
+                             mode="streaming", name="views",
+                             autocommit_duration_ms=int(spec["autocommit_duration_ms"]))
+    counts = views.groupby(pw.this.user_id).reduce(
+        user=pw.this.user_id, count=pw.reducers.count(), seq=pw.reducers.max(pw.this.seq),
+        ts_ms=pw.reducers.max(pw.this.ts_ms))
+    pw.io.kafka.write(counts, {"bootstrap.servers": spec["bootstrap"]}, spec["output"],
+                      format="json", key=counts.user, name="counts_out")
+    persistence = pw.persistence.Config(
+        pw.persistence.Backend.filesystem(spec["state_dir"]),
+        snapshot_interval_ms=int(spec["snapshot_interval_ms"]))
+    built = time.time()
+
+    def interrupt(*_: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+    stopped = None
+    try:
+        pw.run(monitoring_level=pw.MonitoringLevel.NONE, default_logging=False,
+               persistence_config=persistence)
+    except KeyboardInterrupt:
+        stopped = "SIGTERM"
+    return {"started": started, "graph_built": built, "ended": time.time(),
+            "stopped": stopped, **_usage()}
+
+
 def final_counts(rows: Iterable[dict[str, Any]]) -> tuple[dict[str, int], dict[str, Any]]:
     """Each key's final count from Pathway's update stream (``diff`` +1 inserts a row, -1
     retracts one; ``time`` orders them, though the sum does not depend on it), and the keys
@@ -158,4 +222,4 @@ def dump(spec: dict[str, Any]) -> dict[str, Any]:
 if __name__ == "__main__":
     from peer_main import main  # this directory, first on sys.path when run as a script
 
-    main({"count": count, "dump": dump}, ("pathway",))
+    main({"count": count, "dump": dump, "latency": latency}, ("pathway",))

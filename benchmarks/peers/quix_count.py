@@ -4,6 +4,7 @@
     python quix_count.py recover SPEC.json   # start on deleted state, stop when recovery is done
     python quix_count.py dump    SPEC.json   # read the state dir: {user: count} (not timed)
     python quix_count.py windows SPEC.json   # 1-minute tumbling count per key to spec output
+    python quix_count.py latency SPEC.json   # per-user count, each update to spec output, until SIGTERM
 
 SPEC.json holds bootstrap, topic, group, state_dir, guarantee, messages, commit_interval and
 out (where this writes its JSON report). The count is the per-key state of the message
@@ -91,6 +92,41 @@ def windows(spec: dict) -> dict:
             **_usage()}
 
 
+def latency(spec: dict) -> dict:
+    """The latency workload (benchmarks/workloads/latency.py): for every input
+    ``{"user_id", "seq", "ts_ms"}`` the user's count + 1 in state and one record
+    ``{"user", "count", "ts_ms", "seq"}`` to the output topic under the message key
+    (``sdf.apply(..., stateful=True).to_topic(output)``), Quix's producer and consumer
+    settings left at its defaults. Unbounded: it runs until SIGTERM, which Quix's
+    ``Application.run`` handles itself (it stops the app after the message in hand, commits
+    and returns), so the report below is still written."""
+    from quixstreams import Application
+
+    started = time.time()
+    app = Application(
+        broker_address=spec["bootstrap"], consumer_group=spec["group"],
+        auto_offset_reset="earliest", processing_guarantee=spec["guarantee"],
+        commit_interval=float(spec["commit_interval"]), state_dir=spec["state_dir"],
+        loglevel="WARNING",
+    )
+    topic = app.topic(spec["topic"], key_deserializer="str", value_deserializer="json")
+    output = app.topic(spec["output"], key_serializer="str", value_serializer="json")
+    first: list[float] = []
+
+    def count(value, state):  # type: ignore[no-untyped-def]
+        if not first:
+            first.append(time.time())
+        n = state.get("count", 0) + 1
+        state.set("count", n)
+        return {"user": value["user_id"], "count": n, "ts_ms": value["ts_ms"],
+                "seq": value["seq"]}
+
+    app.dataframe(topic).apply(count, stateful=True).to_topic(output)
+    app.run()
+    return {"started": started, "first_message": first[0] if first else None,
+            "ended": time.time(), **_usage()}
+
+
 def recover(spec: dict) -> dict:
     from quixstreams.state.manager import StateStoreManager as StateManager
 
@@ -139,5 +175,6 @@ def dump(spec: dict) -> dict:
 if __name__ == "__main__":
     from peer_main import main  # this directory, first on sys.path when run as a script
 
-    main({"count": count, "recover": recover, "dump": dump, "windows": windows},
+    main({"count": count, "recover": recover, "dump": dump, "windows": windows,
+          "latency": latency},
          ("quixstreams", "confluent-kafka", "rocksdict"))

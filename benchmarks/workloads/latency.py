@@ -4,9 +4,31 @@ rate.
 For each row (system, guarantee, commit interval) and each rate of ``--latency-rates``, on
 an input and an output topic of its own (``--partitions`` each):
 
-1. the system's keyed count starts (millpond: ``benchmarks.jobs.LatencyCounter`` under
-   ``millpond run``, unbounded): for every input message it updates the user's count in its
-   ``counts`` store and sends ``{"user", "count", "ts_ms", "seq"}`` to the output topic;
+1. the system's keyed count starts, unbounded, reading its input from the beginning: for
+   every input message it updates the user's count in its state and sends ``{"user",
+   "count", "ts_ms", "seq"}`` to the output topic under the user. The systems (SYSTEMS,
+   picked by ``--systems``; the floor always):
+
+   - ``floor``: benchmarks/latency_floor.py, a bare confluent-kafka loop (at-least-once);
+   - ``millpond``: ``benchmarks.jobs.LatencyCounter`` (a StreamTask, ``counts`` store)
+     under ``millpond run``;
+   - ``millpond-dataflow``: the dataflow ``benchmarks.jobs:latency_app``,
+     ``source(input).stateful_map("counts", ...).to(output)``, under ``millpond run``;
+   - ``quix``: Quix Streams, ``sdf.apply(count, stateful=True).to_topic(output)``
+     (benchmarks/peers/quix_count.py), at-least-once or exactly-once;
+   - ``bytewax``: Bytewax 0.21, Kafka input -> ``stateful_map`` -> Kafka output, recovery
+     on with an epoch per commit interval (benchmarks/peers/bytewax_count.py);
+   - ``pathway``: Pathway 0.33, ``kafka.read`` (streaming, PATHWAY_AUTOCOMMIT_MS
+     minibatches) -> ``groupby(user).reduce(count, max seq, max ts_ms)`` ->
+     ``kafka.write`` (JSON), persistence on with a snapshot per commit interval
+     (benchmarks/peers/pathway_count.py). Its output is an update stream: a key's new row
+     (``"diff": 1``) and the retraction of its previous one (``"diff": -1``, an older
+     seq); the reader counts only the insertions of this system (RETRACTING).
+
+   A row whose guarantee a system lacks is left out of its plan (GUARANTEES: Quix has no
+   effectively-once; Bytewax's and Pathway's Kafka outputs are not transactional, so only
+   at-least-once); a peer runs from its own virtualenv (systems.ensure_peer, installed
+   unless ``--no-install``);
 2. a reader of the output topic starts (``read_committed`` for transactional outputs, i.e.
    exactly-once, ``read_uncommitted`` otherwise) and notes, for every record, when it saw it;
 3. probes, one message every PROBE_EVERY_S, go in until the reader sees the first output:
@@ -17,7 +39,8 @@ an input and an output topic of its own (``--partitions`` each):
    are ``--latency-users`` keys in the page views' interleaved walk, partitioned by user
    number as the count's input is;
 5. once every message produced has an output (or none came for DRAIN_S + 3 commit
-   intervals), the job is stopped (SIGTERM, bounded) and the reader with it.
+   intervals), the job is stopped (SIGTERM, bounded; each peer script ends its run on it
+   and writes its report) and the reader with it.
 
 Latency is (when the reader saw an output record) - its ``ts_ms``, for the first sighting of
 each paced message after the warm-up's (the first ``--latency-warmup-s`` x rate): p50, p99,
@@ -33,12 +56,13 @@ reader saw it), and ``MILLPOND_BENCH_JOB_LOG_LEVEL=DEBUG`` makes the job log eac
 phase times: where a slow output was held.
 
 A system is a function in SYSTEMS that starts its job and returns a :class:`Job`; a peer
-(Quix Streams, Bytewax) is another entry, its rows run through the same producer, reader and
-checks.
+(Quix Streams, Bytewax, Pathway) is a :class:`PeerJob`, its rows run through the same
+producer, reader and checks.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import threading
@@ -46,6 +70,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 import orjson
@@ -59,6 +84,7 @@ from benchmarks.common import (
     load_average,
     start_child,
     summarize,
+    venv_python,
 )
 from benchmarks.harness import Harness, say
 from benchmarks.workloads.count import _failed
@@ -77,6 +103,11 @@ DRAIN_S = 15.0  # after the last message: give up when no output came for this +
 DRAIN_CAP_S = 300.0  # ... or after this long
 POLL_S = 0.05  # the reader's wait for a next record when none has arrived
 PERCENTILES = (("p50", 500), ("p99", 990), ("p99_9", 999))  # per mille: exact ranks
+# Pathway's autocommit_duration_ms: how long its Kafka reader gathers a minibatch before the
+# engine processes it (default 1,500). Not a commit of anything durable (that is the
+# persistence snapshot, every commit interval), so it is not tied to the row's commit
+# interval: 100 ms, a tenth of the 1 s rows' commit, lets the minibatch add at most ~100 ms.
+PATHWAY_AUTOCOMMIT_MS = 100
 
 
 @dataclass(frozen=True)
@@ -240,9 +271,13 @@ class OutputReader(threading.Thread):
     seen_ms)``, seen_ms the wall clock when the client handed it over (in a batch of what
     had arrived, or alone after a wait)."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int, isolation: str) -> None:
+    def __init__(self, bootstrap: str, topic: str, partitions: int, isolation: str,
+                 retractions: bool = False) -> None:
         super().__init__(daemon=True, name=f"latency-reader-{topic}")
         self.isolation = isolation
+        # an update stream's outputs (Pathway's): a record with "diff": -1 retracts a key's
+        # previous row (an older seq); it is counted apart, not as an output of its seq
+        self.retractions = 0 if retractions else None
         self.consumer = Consumer({
             "bootstrap.servers": bootstrap, "group.id": f"bench-lat-{uuid.uuid4().hex}",
             "enable.auto.commit": False, "isolation.level": isolation,
@@ -277,9 +312,12 @@ class OutputReader(threading.Thread):
                         continue
                     try:
                         v = loads(msg.value() or b"null")
+                        if self.retractions is not None and v.get("diff") == -1:
+                            self.retractions += 1
+                            continue
                         self.records.append((int(v["seq"]), float(v["ts_ms"]), seen))
                         self.produced_ms.append(msg.timestamp()[1])
-                    except (ValueError, KeyError, TypeError):
+                    except (ValueError, KeyError, TypeError, AttributeError):
                         self.malformed += 1
                 if self.records:
                     self.first_seen.set()
@@ -330,17 +368,23 @@ def _stopped(name: str, running: Running, **extra: Any) -> dict[str, Any]:
 
 
 class MillpondJob:
-    """``millpond run`` (unbounded) of benchmarks.jobs.LatencyCounter."""
+    """``millpond run`` (unbounded) of benchmarks.jobs.LatencyCounter (the StreamTask), or
+    with APP set, of the dataflow ``benchmarks.jobs:<APP>``."""
+
+    APP: str | None = None
+    PREFIX = "mpl"
 
     def __init__(self, h: Harness, row: Row, topic: str, output: str, tag: str) -> None:
         ctx = h.ctx
-        self.name = f"mpl-{ctx.salt}-{systems.SHORT[row.guarantee]}-{tag}"
+        self.name = f"{self.PREFIX}-{ctx.salt}-{systems.SHORT[row.guarantee]}-{tag}"
         run_dir = ctx.work / self.name
         run_dir.mkdir(parents=True, exist_ok=True)
         props = systems.millpond_props(ctx, self.name, topic, row.guarantee,
-                                       run_dir / "state", run_dir / "timing.json")
-        props.update({"task.class": "benchmarks.jobs.LatencyCounter",
-                      "task.commit.ms": row.commit_ms, "bench.output": f"kafka.{output}"})
+                                       run_dir / "state", run_dir / "timing.json", self.APP,
+                                       output)
+        props.update({"task.commit.ms": row.commit_ms, "bench.output": f"kafka.{output}"})
+        if self.APP is None:
+            props["task.class"] = "benchmarks.jobs.LatencyCounter"
         self.config = run_dir / "job.properties"
         self.config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         level = os.environ.get("MILLPOND_BENCH_JOB_LOG_LEVEL", "INFO")  # DEBUG: commit phases
@@ -352,6 +396,14 @@ class MillpondJob:
 
     def stop(self) -> dict[str, Any]:
         return _stopped(self.name, self.running, config=str(self.config))
+
+
+class DataflowJob(MillpondJob):
+    """The same count as a millpond dataflow: ``benchmarks.jobs:latency_app``
+    (``source(input).stateful_map("counts", ...).to(output)``)."""
+
+    APP = "latency_app"
+    PREFIX = "mpd"
 
 
 class FloorJob:
@@ -372,9 +424,104 @@ class FloorJob:
         return _stopped(self.name, self.running)
 
 
+class PeerJob:
+    """A peer's count, ``benchmarks/peers/<PEER>_count.py latency SPEC.json`` run by the
+    interpreter of the peer's own virtualenv (systems.ensure_peer made it), unbounded, from
+    its input's beginning (a fresh group or none: the probes go in before it has joined).
+    Each script handles SIGTERM by ending its run and writing its report (the versions it
+    ran, its own getrusage); its process figures are the harness's, as millpond's are."""
+
+    PEER = ""
+    PREFIX = ""
+
+    def __init__(self, h: Harness, row: Row, topic: str, output: str, tag: str) -> None:
+        self.name = f"{self.PREFIX}-{h.ctx.salt}-{systems.SHORT[row.guarantee]}-{tag}"
+        run_dir = h.ctx.work / self.name
+        run_dir.mkdir(parents=True, exist_ok=True)
+        self.report = run_dir / "report.json"
+        self.report.unlink(missing_ok=True)
+        spec = {"bootstrap": h.args.bootstrap, "topic": topic, "output": output,
+                "group": self.name, "out": str(self.report),
+                **self.spec(row, run_dir)}
+        self.spec_path = run_dir / "spec.json"
+        self.spec_path.write_text(json.dumps(spec))
+        self.running = start_child(
+            [str(venv_python(self.PEER)), str(systems.PEERS / f"{self.PEER}_count.py"),
+             "latency", str(self.spec_path)],
+            cwd=run_dir, logdir=run_dir, name=self.PEER, env={"PYTHONWARNINGS": "ignore"})
+
+    def spec(self, row: Row, run_dir: Path) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def alive(self) -> bool:
+        return self.running.alive()
+
+    def stop(self) -> dict[str, Any]:
+        """SIGTERM (bounded, as millpond's); the peer's own report beside the figures, its
+        peak RSS the larger of the polled one and its own getrusage at its end."""
+        res = _stopped(self.name, self.running, spec=str(self.spec_path))
+        try:
+            report = json.loads(self.report.read_text())
+        except (OSError, ValueError):
+            report = {}
+        res.update({"versions": report.get("versions"), "in_process_cpu_s": report.get("cpu_s"),
+                    "maxrss_mb_polled": res["maxrss_mb"],
+                    "maxrss_mb": max(res["maxrss_mb"], report.get("maxrss_mb") or 0.0)})
+        if not report and "error" not in res:
+            res["error"] = f"{self.PEER} wrote no report: {self.running.cmd}"
+        return res
+
+
+class QuixJob(PeerJob):
+    """Quix Streams: ``sdf.apply(count, stateful=True).to_topic(output)``, the row's
+    guarantee (at-least-once or exactly-once) and ``commit_interval``."""
+
+    PEER, PREFIX = "quix", "qxl"
+
+    def spec(self, row: Row, run_dir: Path) -> dict[str, Any]:
+        return {"guarantee": row.guarantee, "commit_interval": row.commit_ms / 1000,
+                "state_dir": str(run_dir / "state")}
+
+
+class BytewaxJob(PeerJob):
+    """Bytewax 0.21: Kafka input (tail) -> stateful_map count -> Kafka output, recovery on
+    with an epoch (snapshot) every commit interval; its sink is not transactional."""
+
+    PEER, PREFIX = "bytewax", "bwl"
+
+    def spec(self, row: Row, run_dir: Path) -> dict[str, Any]:
+        return {"recovery_dir": str(run_dir / "state" / "recovery"), "partitions": 1,
+                "epoch_interval": row.commit_ms / 1000}
+
+
+class PathwayJob(PeerJob):
+    """Pathway 0.33: kafka.read (streaming) -> groupby(user).reduce(count, latest seq and
+    ts_ms) -> kafka.write (JSON, an update stream: the reader counts its insertions only),
+    persistence on with a snapshot every commit interval."""
+
+    PEER, PREFIX = "pathway", "pwl"
+
+    def spec(self, row: Row, run_dir: Path) -> dict[str, Any]:
+        return {"state_dir": str(run_dir / "state" / "persistence"),
+                "snapshot_interval_ms": row.commit_ms,
+                "autocommit_duration_ms": PATHWAY_AUTOCOMMIT_MS}
+
+
 SYSTEMS: dict[str, Callable[[Harness, Row, str, str, str], Job]] = {
-    "floor": FloorJob, "millpond": MillpondJob}
+    "floor": FloorJob, "millpond": MillpondJob, "millpond-dataflow": DataflowJob,
+    "quix": QuixJob, "bytewax": BytewaxJob, "pathway": PathwayJob}
 FLOOR = "floor"  # always run (at-least-once rows only): what the client and broker give alone
+PEERS = ("quix", "bytewax", "pathway")  # each from its own virtualenv (systems.ensure_peer)
+# The guarantees each system has; a row of another guarantee is left out of its plan. Quix
+# has no effectively-once; Bytewax's Kafka sink and Pathway's kafka.write are plain
+# producers (no transactions), so their outputs are at-least-once whatever their recovery.
+GUARANTEES: dict[str, tuple[str, ...]] = {
+    "floor": ("at-least-once",), "millpond": systems.MILLPOND_GUARANTEES,
+    "millpond-dataflow": systems.MILLPOND_GUARANTEES, "quix": systems.QUIX_GUARANTEES,
+    "bytewax": ("at-least-once",), "pathway": ("at-least-once",)}
+# Systems whose outputs are an update stream: a retraction (``"diff": -1``, the key's
+# previous row, with its old seq) is not an output of that seq, so the reader skips it.
+RETRACTING = ("pathway",)
 
 
 # ---- a run -------------------------------------------------------------------------------
@@ -400,7 +547,8 @@ def measure(h: Harness, row: Row, tag: str) -> dict[str, Any]:
                            "seconds": a.latency_seconds, "users": a.latency_users,
                            "partitions": a.partitions, "input": topic, "output": output}
     cpu_before = time.process_time()
-    reader = OutputReader(a.bootstrap, output, a.partitions, row.isolation)
+    reader = OutputReader(a.bootstrap, output, a.partitions, row.isolation,
+                          retractions=row.system in RETRACTING)
     reader.start()
     feed = Feed(a.bootstrap, topic, a.latency_users, a.partitions)
     job: Job | None = None
@@ -444,7 +592,9 @@ def _figures(res: dict[str, Any], reader: OutputReader, produced: int) -> dict[s
     measured_from = prod["first_seq"] + round(res["warmup_s"] * prod["target_rate"])
     res["latency_ms"] = percentiles(latencies(reader.records, measured_from))
     res.update({"produced": produced, "outputs": len(reader.records),
-                "malformed": reader.malformed, "achieved_rate": prod["achieved_rate"],
+                "malformed": reader.malformed,
+                **({"retractions": reader.retractions} if reader.retractions is not None
+                   else {}), "achieved_rate": prod["achieved_rate"],
                 **{k: check[k] for k in ("missing", "duplicates", "unexpected")}})
     problems = [p for p in (res.get("error"), reader.error and f"reader: {reader.error}",
                             prod["delivery_failures"]
@@ -475,11 +625,17 @@ def _say(row: Row, res: dict[str, Any]) -> None:
 
 
 def _plan(h: Harness) -> list[Row]:
+    """Every rate x selected system (the floor always) x latency row whose guarantee the
+    system has (the others are left out, not failed); a peer's rows only once its
+    virtualenv is ready (else systems.ensure_peer's reason is noted as a problem)."""
     a = h.args
+    pairs = [(system, name) for system in SYSTEMS
+             if system == FLOOR or system in a.system_list
+             for name in a.latency_row_list if ROWS[name][0] in GUARANTEES[system]]
+    ready = {system for system in dict.fromkeys(s for s, _ in pairs)
+             if system not in PEERS or h.peer_ready(system)}
     return [Row(system, *ROWS[name], rate) for rate in a.latency_rate_list
-            for system in SYSTEMS if system in a.system_list or system == FLOOR
-            for name in a.latency_row_list
-            if system != FLOOR or ROWS[name][0] == "at-least-once"]
+            for system, name in pairs if system in ready]
 
 
 def summarize_latency(rs: list[dict[str, Any]]) -> dict[str, Any]:

@@ -14,8 +14,10 @@ import pytest
 
 from benchmarks import data, report
 from benchmarks.common import start_child
+from benchmarks.jobs import latency_app
 from benchmarks.run import parse_args
 from benchmarks.workloads import latency
+from millpond.streams import TestDriver
 from tests.bench.helpers import run_bench
 
 
@@ -79,6 +81,140 @@ def test_rows_and_their_readers() -> None:
     assert latency.Row("millpond", "exactly-once", 100, 5000).isolation == "read_committed"
     for g in ("at-least-once", "effectively-once"):
         assert latency.Row("millpond", g, 1000, 5000).isolation == "read_uncommitted"
+
+
+ALL_ROWS = "alo,eo,eos,eos-100"
+PEERS_AND_OURS = "millpond,millpond-dataflow,quix,bytewax,pathway"
+
+
+class _Harness:
+    """What latency._plan reads of a Harness: the arguments and peer_ready (noted)."""
+
+    def __init__(self, argv: list[str], ready: bool = True) -> None:
+        self.args = parse_args(["--only", "latency", *argv])
+        self.ready, self.asked = ready, []
+
+    def peer_ready(self, peer: str) -> bool:
+        self.asked.append(peer)
+        return self.ready
+
+
+def _rows_of(plan: list[latency.Row]) -> dict[str, list[tuple[str, int]]]:
+    out: dict[str, list[tuple[str, int]]] = {}
+    for row in plan:
+        out.setdefault(row.system, []).append((row.guarantee, row.commit_ms))
+    return out
+
+
+def test_plan_gives_each_system_the_rows_of_the_guarantees_it_has() -> None:
+    h = _Harness(["--systems", PEERS_AND_OURS, "--latency-rows", ALL_ROWS,
+                  "--latency-rates", "5000"])
+    rows = _rows_of(latency._plan(h))  # type: ignore[arg-type]
+    every = [("at-least-once", 1000), ("effectively-once", 1000), ("exactly-once", 1000),
+             ("exactly-once", 100)]
+    assert rows == {"floor": [("at-least-once", 1000)], "millpond": every,
+                    "millpond-dataflow": every,
+                    "quix": [("at-least-once", 1000), ("exactly-once", 1000),
+                             ("exactly-once", 100)],  # no effectively-once: left out
+                    "bytewax": [("at-least-once", 1000)],  # a plain producer's sink
+                    "pathway": [("at-least-once", 1000)]}
+    assert h.asked == ["quix", "bytewax", "pathway"]  # each peer's virtualenv once
+
+
+def test_plan_repeats_per_rate_and_leaves_out_what_is_not_selected_or_cannot_run() -> None:
+    h = _Harness(["--systems", "millpond-dataflow,quix", "--latency-rows", "alo",
+                  "--latency-rates", "5000,20000"])
+    plan = latency._plan(h)  # type: ignore[arg-type]
+    assert [(r.system, r.rate) for r in plan] == [
+        ("floor", 5000), ("millpond-dataflow", 5000), ("quix", 5000),
+        ("floor", 20000), ("millpond-dataflow", 20000), ("quix", 20000)]
+    # a peer whose virtualenv cannot be made: its rows are left out (the harness notes why)
+    broken = _Harness(["--systems", "quix,pathway", "--latency-rows", "alo,eos",
+                       "--latency-rates", "5000"], ready=False)
+    assert _rows_of(latency._plan(broken)) == {  # type: ignore[arg-type]
+        "floor": [("at-least-once", 1000)]}
+    assert broken.asked == ["quix", "pathway"]
+    # no row of a guarantee the peer has: it is not even installed
+    eo = _Harness(["--systems", "bytewax,pathway,quix", "--latency-rows", "eo"])
+    assert latency._plan(eo) == [] and eo.asked == []  # type: ignore[arg-type]
+    eos = _Harness(["--systems", "millpond,bytewax,quix", "--latency-rows", "eos-100",
+                    "--latency-rates", "5000"])
+    assert _rows_of(latency._plan(eos)) == {  # type: ignore[arg-type]
+        "millpond": [("exactly-once", 100)], "quix": [("exactly-once", 100)]}
+    assert eos.asked == ["quix"]
+
+
+def test_peer_specs_carry_the_rows_commit_interval_and_guarantee(tmp_path: Path) -> None:
+    row = latency.Row("quix", "exactly-once", 100, 5000)
+    quix = latency.QuixJob.spec(latency.QuixJob.__new__(latency.QuixJob), row, tmp_path)
+    assert quix["guarantee"] == "exactly-once" and quix["commit_interval"] == 0.1
+    alo = latency.Row("bytewax", "at-least-once", 1000, 5000)
+    bw = latency.BytewaxJob.spec(latency.BytewaxJob.__new__(latency.BytewaxJob), alo, tmp_path)
+    assert bw["epoch_interval"] == 1.0
+    pw = latency.PathwayJob.spec(latency.PathwayJob.__new__(latency.PathwayJob), alo, tmp_path)
+    assert pw["snapshot_interval_ms"] == 1000
+    assert pw["autocommit_duration_ms"] == latency.PATHWAY_AUTOCOMMIT_MS == 100
+
+
+class _Msg:
+    def __init__(self, value: dict) -> None:
+        self._value = json.dumps(value).encode()
+
+    def error(self) -> None:
+        return None
+
+    def value(self) -> bytes:
+        return self._value
+
+    def timestamp(self) -> tuple[int, int]:
+        return 1, 1_700_000_000_000
+
+
+class _Consumer:
+    """One batch, then nothing (the reader is stopped once it was read)."""
+
+    def __init__(self, batch: list[_Msg]) -> None:
+        self.batch, self.closed = batch, False
+
+    def consume(self, _n: int, _timeout: float) -> list[_Msg]:
+        batch, self.batch = self.batch, []
+        return batch
+
+    def poll(self, _timeout: float) -> None:
+        return None
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@pytest.mark.parametrize("retractions", [False, True])
+def test_the_reader_skips_retractions_only_of_an_update_stream(retractions: bool) -> None:
+    update = [{"user": "u", "count": 1, "ts_ms": 5.0, "seq": 0, "diff": 1, "time": 2},
+              {"user": "u", "count": 1, "ts_ms": 5.0, "seq": 0, "diff": -1, "time": 4},
+              {"user": "u", "count": 2, "ts_ms": 9.0, "seq": 7, "diff": 1, "time": 4}]
+    reader = latency.OutputReader("127.0.0.1:1", "out", 1, "read_uncommitted", retractions)
+    reader.consumer.close()
+    reader.consumer = _Consumer([_Msg(v) for v in update])  # type: ignore[assignment]
+    reader.start()
+    reader.first_seen.wait(5)
+    reader.stop()
+    seqs = [r[0] for r in reader.records]
+    if retractions:
+        assert seqs == [0, 7] and reader.retractions == 1
+    else:
+        assert seqs == [0, 0, 7] and reader.retractions is None
+
+
+def test_the_dataflow_app_sends_an_output_per_input_and_keeps_the_count() -> None:
+    driver = TestDriver(latency_app({"bench.input": "kafka.in", "bench.output": "kafka.out"}))
+    driver.pipe_all("in", [("u1", {"user_id": "u1", "seq": 0, "ts_ms": 1.5}),
+                           ("u2", {"user_id": "u2", "seq": 1, "ts_ms": 2.5}),
+                           ("u1", {"user_id": "u1", "seq": 2, "ts_ms": 3.5})])
+    assert driver.read("out") == [
+        ("u1", {"user": "u1", "count": 1, "ts_ms": 1.5, "seq": 0}),
+        ("u2", {"user": "u2", "count": 1, "ts_ms": 2.5, "seq": 1}),
+        ("u1", {"user": "u1", "count": 2, "ts_ms": 3.5, "seq": 2})]
+    assert driver.state("counts") == {"u1": 2, "u2": 1}
 
 
 def _run(guarantee: str, commit_ms: int, rate: int, p50: float, missing: int = 0) -> dict:
