@@ -1063,6 +1063,11 @@ def handover_table(results: dict[str, Any]) -> list[str]:
                       ("scale-in (2 -> 1, SIGTERM)", "back")):
         ph = res[key]
         lines.append(f"| {name} | {ph['stayed_max_ms']:.0f} | {ph['moved_max_ms']:.0f} |")
+    if st.get("max") is not None:  # (results from before the baseline row had none)
+        window = res.get("steady_window_s")
+        lines.append(f"| steady, one process, no rebalance"
+                     f"{f' ({window:.0f} s before the scale-out)' if window else ''} | "
+                     f"{st['max']:.0f} | |")
     return [*lines, ""]
 
 

@@ -13,7 +13,10 @@ its seq. For each phase, over the WINDOW_S seconds after the second process was 
   before the scale-out: the processing gap a rebalance costs a task that does not move
   (target <= 100 ms);
 - the tasks that moved: the worst latency of their messages, i.e. how long they stood still
-  while their new owner took them over.
+  while their new owner took them over;
+- beside them, the worst latency of all messages in the steady seconds before the
+  scale-out (from 2 s after the paced input began): what commits and the machine cost
+  with no rebalance, the baseline of the stayed tasks' figure.
 
 Which tasks moved is read from the second process's log ("assigned partitions [...]"). Every
 input must come out at least once.
@@ -107,7 +110,7 @@ def measure(h: Harness, rate: int, tag: str) -> dict[str, Any]:
               if began + 2000 <= ts < out_ms]
     res.update({"moved": moved, "second_returncode": second_child.returncode
                 if second_child else None,
-                "steady": percentiles(steady),
+                "steady": percentiles(steady), "steady_window_s": (out_ms - began - 2000) / 1000,
                 "out": phase_figures(reader.records, partition_of, moved, out_ms,
                                      WINDOW_S * 1000),
                 "back": phase_figures(reader.records, partition_of, moved, back_ms,
@@ -130,7 +133,8 @@ def handover(h: Harness) -> None:
         res = {"ok": False, "error": repr(exc), "rate": rate}
     if res.get("ok"):
         st = res["steady"]
-        say(f"  steady p50 {st['p50']:.1f} / p99 {st['p99']:.1f} ms; moved {res['moved']}; "
+        say(f"  steady p50 {st['p50']:.1f} / p99 {st['p99']:.1f} / max {st['max']:.0f} ms; "
+            f"moved {res['moved']}; "
             f"scale-out: stayed max {res['out']['stayed_max_ms']:.0f} ms, moved max "
             f"{res['out']['moved_max_ms']:.0f} ms; scale-in: stayed max "
             f"{res['back']['stayed_max_ms']:.0f} ms, moved max "

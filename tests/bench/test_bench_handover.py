@@ -37,6 +37,10 @@ def test_the_handover_lines_in_results_md() -> None:
     assert "| scale-out (1 -> 2 processes) | 152 | 3786 |" in text
     assert "| scale-in (2 -> 1, SIGTERM) | 726 | 3675 |" in text
     assert "steady p50 10.5 ms, p99 88.5 ms" in text
+    assert "steady, one process" not in text  # results of before the baseline row
+    res["steady"]["max"], res["steady_window_s"] = 97.4, 4.0
+    text = "\n".join(report.handover_table({"handover": res}))
+    assert "| steady, one process, no rebalance (4 s before the scale-out) | 97 | |" in text
     failed = report.handover_table({"handover": {"ok": False, "error": "moved []"}})
     assert "**FAILED** (moved [])" in failed[0]
     assert report.handover_table({}) == []
