@@ -8,7 +8,8 @@ carried through a phase before any task enters the next, so producers flush in p
    error stops the job before anything is committed);
 3. ``checkpoint``: the checkpoint record (next input offsets, last changelog offsets) goes
    to the task's partition of the checkpoint topic, inside the transaction;
-4. ``txn``: the transaction commits;
+4. ``txn``: the transaction commits (the tasks' transactions side by side, on up to
+   COMMIT_THREADS threads: each waits for its coordinator's answer);
 5. ``local``: each store's directory is checkpointed (RocksDB checkpoint + OFFSET file);
 6. a new transaction begins; the input offsets are committed to the consumer group (async,
    for lag tools only: the checkpoint topic is what a task resumes from).
@@ -32,7 +33,9 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from itertools import pairwise
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
@@ -43,6 +46,9 @@ from millpond.tasks.instance import TaskInstance
 from millpond.tasks.storage import CheckpointBudget
 
 log = logging.getLogger("millpond.container")
+# Threads that commit the transactions of one commit's tasks side by side (each waits for its
+# transaction coordinator with the GIL released); more tasks take turns.
+COMMIT_THREADS = 8
 phases_log = logging.getLogger("millpond.commit")  # each commit's phase times (DEBUG)
 
 
@@ -68,6 +74,7 @@ class CommitProtocol:
     def __init__(self, consumer: Consumer, checkpoint_topic: str) -> None:
         self.consumer = consumer
         self.checkpoint_topic = checkpoint_topic
+        self._pool: ThreadPoolExecutor | None = None  # made at the first commit of 2+ tasks
 
     def commit(self, tasks: list[TaskInstance], final: bool = False) -> list[CommitFailure]:
         """Commit ``tasks``; return those that failed as ordinary events (fenced, aborted).
@@ -78,21 +85,26 @@ class CommitProtocol:
         began = time.monotonic()
         times: list[float] = []  # each phase's end (monotonic), for the debug line
 
+        def attempt(t: TaskInstance, call: Callable[[], None]) -> bool:
+            """``call()`` for ``t``; False (t failed, out of the commit) on a fence or abort."""
+            try:
+                call()
+            except (ProducerFencedError, TransactionAbortedError) as exc:
+                live.remove(t)
+                failures.append(CommitFailure(t, exc))
+                return False
+            except KafkaException as exc:  # an injected abort (MILLPOND_ABORT_AT)
+                if not exc.args[0].txn_requires_abort():
+                    raise
+                live.remove(t)
+                failures.append(CommitFailure(t, TransactionAbortedError(str(exc))))
+                return False
+            return True
+
         def phase(step: Callable[[TaskInstance], None], point: str | None = None) -> None:
             for t in list(live):
-                try:
-                    step(t)
-                except (ProducerFencedError, TransactionAbortedError) as exc:
-                    live.remove(t)
-                    failures.append(CommitFailure(t, exc))
-                    continue
-                except KafkaException as exc:  # an injected abort (MILLPOND_ABORT_AT)
-                    if not exc.args[0].txn_requires_abort():
-                        raise
-                    live.remove(t)
-                    failures.append(CommitFailure(t, TransactionAbortedError(str(exc))))
-                    continue
-                if point is not None:  # once per task, as a crash between tasks is possible
+                if attempt(t, partial(step, t)) and point is not None:
+                    # once per task, as a crash between tasks is possible
                     crash_point(point, t.name, t.committed_offsets, t.next_offsets)
             times.append(time.monotonic())
 
@@ -100,7 +112,16 @@ class CommitProtocol:
         phase(self._flush, "after-flush")
         phase(self._deliver, "after-changelog-delivered")
         phase(self._checkpoint, "after-checkpoint-topic")
-        phase(self._commit_transaction, "after-transaction-commit")
+        # The transactions commit side by side: each commit_transaction waits (GIL released)
+        # for its coordinator's answer, so the phase takes the slowest, not the sum.
+        together = len(live) > 1
+        started = [(t, self._start_commit(t, together)) for t in list(live)
+                   if attempt(t, abort_point)]
+        for t, done in started:
+            if attempt(t, partial(self._committed, t, done)):
+                crash_point("after-transaction-commit", t.name, t.committed_offsets,
+                            t.next_offsets)
+        times.append(time.monotonic())
         budget = CheckpointBudget()  # one store's local checkpoint per commit, unless overdue
         phase(lambda t: t.after_commit(final, budget), "after-local-checkpoint")
         phase(self._begin)
@@ -135,10 +156,22 @@ class CommitProtocol:
         t.producer.send(self.checkpoint_topic, t.partition, t.name.encode(),
                         t.checkpoint().to_bytes())
 
-    @staticmethod
-    def _commit_transaction(t: TaskInstance) -> None:
-        abort_point()
-        t.producer.commit_transaction()
+    def _start_commit(self, t: TaskInstance, together: bool) -> Future[None] | None:
+        """Start committing ``t``'s transaction on a commit thread when other tasks commit
+        with it (None: alone, it commits on this thread in :meth:`_committed`). Each task's
+        producer is used by one thread at a time: this one waits meanwhile."""
+        if not together:
+            return None
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(COMMIT_THREADS, thread_name_prefix="millpond-commit")
+        return self._pool.submit(t.producer.commit_transaction)
+
+    def _committed(self, t: TaskInstance, started: Future[None] | None) -> None:
+        """Wait for ``t``'s transaction to commit (raising what the commit raised)."""
+        if started is None:
+            t.producer.commit_transaction()
+        else:
+            started.result()
         if t.next_offsets != t.committed_offsets:
             input_committed()
 
