@@ -129,17 +129,19 @@ class TopicAdmin:
             raise
         return {name: entry.value for name, entry in result.items()}
 
-    def _created(self, topic: str, future: Any, what: str) -> None:
-        """Wait for a topic creation; an existing topic is fine, a denial is named."""
+    def _created(self, topic: str, future: Any, what: str) -> bool:
+        """Wait for a topic creation: True if this created it, False if it existed already
+        (fine: another process made it); a denial is named."""
         try:
             future.result(timeout=TIMEOUT)
         except KafkaException as exc:
             error = exc.args[0]
             if error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
-                return
+                return False
             if is_denied(error):
                 raise denied(error, topic, "Create") from exc
             raise TopicUnavailableError(f"could not create {what} topic {topic}: {exc}") from exc
+        return True
 
     def ensure_compacted(
         self, topic: str, partitions: int, replication: int | None = None,
@@ -147,11 +149,13 @@ class TopicAdmin:
     ) -> None:
         """Create ``topic`` compacted if missing; raise if it exists but cannot serve."""
         existing = self.partition_count(topic)
+        policy: str | None = None  # as created here (else read back from the broker)
         if existing is None:
             rf = replication or min(3, max(1, self.broker_count()))
             conf = {"cleanup.policy": "compact", **dict(config or {})}
             future = self.admin.create_topics([NewTopic(topic, partitions, rf, config=conf)])[topic]
-            self._created(topic, future, what)
+            if self._created(topic, future, what):
+                policy = conf["cleanup.policy"]
             existing = self._visible(topic, what)
         if existing != partitions:
             raise TopicError(
@@ -160,7 +164,8 @@ class TopicAdmin:
                 f"Fix: point the store at a new topic, or delete {topic} (its data is lost) "
                 f"so millpond recreates it with {partitions} partitions."
             )
-        policy = self.topic_config(topic).get("cleanup.policy", "")
+        if policy is None:
+            policy = self.topic_config(topic).get("cleanup.policy", "")
         if "compact" not in policy.split(","):
             raise TopicError(
                 f"{what} topic {topic} has cleanup.policy={policy}; without compaction old "

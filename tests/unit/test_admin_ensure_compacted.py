@@ -54,3 +54,30 @@ def test_metadata_that_lags_is_waited_for(monkeypatch: pytest.MonkeyPatch) -> No
     admin, client = _admin([None, 2])
     with pytest.raises(TopicError, match="has 2 partitions but the job has 4"):
         admin.ensure_compacted("t", 4)
+
+
+def test_a_topic_it_created_is_not_described_again() -> None:
+    """The policy of a topic this call created is the one it asked for (one DescribeConfigs
+    round trip less at a new job's start); an existing topic's is read from the broker."""
+    described: list[str] = []
+
+    def topic_config(topic: str) -> dict[str, str]:
+        described.append(topic)
+        return {"cleanup.policy": "delete"}
+
+    admin, client = _admin([None, 4])
+    admin.topic_config = topic_config  # type: ignore[method-assign]
+    admin.ensure_compacted("new", 4)
+    assert client.creates == 1 and described == []
+    looked: list[str] = []
+
+    def partition_count(topic: str) -> int | None:  # "new2" is missing at the first look
+        looked.append(topic)
+        return None if looked.count(topic) == 1 and topic == "new2" else 4
+
+    admin.partition_count = partition_count  # type: ignore[method-assign]
+    with pytest.raises(TopicError, match="cleanup.policy=delete"):  # asked for by the store
+        admin.ensure_compacted("new2", 4, config={"cleanup.policy": "delete"})
+    with pytest.raises(TopicError, match="cleanup.policy=delete"):  # read back: not compacted
+        admin.ensure_compacted("old", 4)
+    assert described == ["old"]
