@@ -19,7 +19,9 @@ its seq. For each phase, over the WINDOW_S seconds after the second process was 
   with no rebalance, the baseline of the stayed tasks' figure.
 
 Which tasks moved is read from the second process's log ("assigned partitions [...]"). Every
-input must come out at least once.
+input must come out at least once. With ``--keep``, ``<work-dir>/h0-samples.csv`` has every
+output's seq, input partition, input ``ts_ms``, Kafka timestamp (when the job produced it)
+and when the reader saw it.
 """
 
 from __future__ import annotations
@@ -106,6 +108,13 @@ def measure(h: Harness, rate: int, tag: str) -> dict[str, Any]:
     moved = moved_partitions(second_child.stderr if second_child else "")
     partition_of = {seq: latency.input_record(seq, a.latency_users, a.partitions)[1]
                     for seq in range(feed.next_seq)}
+    if a.keep:  # every output's times and partition, to see when the slow ones were held
+        with open(h.work / f"{tag}-samples.csv", "w") as f:
+            f.write(f"# scale-out at {out_ms:.0f}, scale-in at {back_ms:.0f}, moved {moved}\n"
+                    "seq,partition,ts_ms,out_ms,seen_ms\n")
+            f.writelines(f"{seq},{partition_of.get(seq)},{ts:.3f},{produced},{seen:.3f}\n"
+                         for (seq, ts, seen), produced in zip(reader.records,
+                                                              reader.produced_ms, strict=True))
     steady = [at - ts for seq, ts, at in reader.records
               if began + 2000 <= ts < out_ms]
     res.update({"moved": moved, "second_returncode": second_child.returncode

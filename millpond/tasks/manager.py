@@ -40,6 +40,7 @@ class TaskManager:
         self.committer = committer
         self.inputs = inputs
         self.metrics = metrics
+        self._revoking: set[int] = set()  # revoked in a poll's callback, not yet committed
 
     def inputs_of(self, partitions: list[int]) -> list[TopicPartition]:
         """Every input partition of the given tasks. The offset is explicit: a task seeks to
@@ -50,6 +51,8 @@ class TaskManager:
     # ---- the group's decisions ----------------------------------------------------------
     def assigned(self, partitions: list[int]) -> None:
         """Record and pause newly assigned partitions; their tasks open in the run loop."""
+        if self._revoking.intersection(partitions):  # back within one poll: hand over first
+            self.finish_revocations()
         tps = self.inputs_of(partitions)
         self.consumer.incremental_assign(tps)
         self.consumer.pause(tps)
@@ -59,25 +62,52 @@ class TaskManager:
         log.info("assigned partitions %s", partitions)
 
     def revoked(self, partitions: list[int]) -> None:
-        """Commit the revoked tasks that are open, then let them go."""
+        """Stop fetching the revoked partitions; their tasks commit and close once the poll
+        that ran this callback returns (:meth:`finish_revocations`), not inside it.
+
+        librdkafka (2.16, cooperative-sticky) pauses every assigned partition while a
+        revocation callback runs; when the callback took more than ~1-2 ms, the partitions
+        that stay were not fetched again for ~0.6 s after it (the fetcher misses their
+        resume), so a commit here stalled the tasks that did not move. The new owner gets
+        the partitions only after another round of the rebalance, and fences this process's
+        producer before it reads the state: a commit that comes after that fails and the
+        new owner resumes from the commit before (as after a crash)."""
         log.info("revoking partitions %s", partitions)
+        self.consumer.incremental_unassign(self.inputs_of(partitions))
+        self._revoking.update(partitions)
+
+    def finish_revocations(self) -> None:
+        """Commit the tasks revoked by the last poll's callbacks (their final commit), then
+        close them and drop openings of their partitions. The run loop calls it as soon as
+        each poll returns, before anything is dispatched."""
+        if not self._revoking:
+            return
+        partitions = sorted(self._revoking)
+        self._revoking.clear()
         ready = [self.tasks[p] for p in partitions if p in self.tasks]
         if ready:
-            self.commit(ready, final=True)
-        self._forget(partitions)
+            failures = self.committer.commit(ready, final=True)
+            if len(failures) < len(ready):
+                self.opener.outage.available()
+            for failure in failures:  # closed below all the same, without a commit
+                log.warning("task %s: its commit before the hand-over failed, the new owner "
+                            "resumes from its commit before (%s)", failure.task.name,
+                            failure.error)
+        self._close_all(partitions)
 
     def lost(self, partitions: list[int]) -> None:
         """Let lost tasks go without committing (another member owns them now)."""
         log.warning("partitions %s were lost to another member; closing without commit",
                     partitions)
-        self._forget(partitions)
+        self._revoking.difference_update(partitions)
+        self._close_all(partitions)
+        self.consumer.incremental_unassign(self.inputs_of(partitions))
 
-    def _forget(self, partitions: list[int]) -> None:
+    def _close_all(self, partitions: list[int]) -> None:
         for p in partitions:
             self.opener.drop(p)
             self.close(p)
         self.opener.release_holds()
-        self.consumer.incremental_unassign(self.inputs_of(partitions))
 
     # ---- the run loop's requests --------------------------------------------------------
     def open_some(self, budget_s: float) -> list[TaskInstance]:
@@ -171,6 +201,7 @@ class TaskManager:
         """The group consumer failed for good: close every task without committing (its
         partitions were lost with the membership) and carry on with ``consumer``."""
         self.opener.close()
+        self._revoking.clear()
         for p in list(self.tasks):
             self.close(p, abort=False)
         self.consumer = consumer

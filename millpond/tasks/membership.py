@@ -5,9 +5,10 @@ escape into librdkafka (it would resurface later as an unrelated error), so each
 guarded and its exception kept in the job's :class:`~millpond.kafka.faults.ClientFaults`
 for the run loop to raise.
 What a rebalance means for the tasks is the task manager's business: assigned partitions
-are only recorded and paused (their tasks open in the run loop); revoked tasks commit
-first, lost tasks close without committing; either way an opening still under way is
-dropped.
+are only recorded and paused (their tasks open in the run loop); revoked partitions are
+unassigned at once and their tasks commit right after the poll returns (a callback that
+took more than ~1 ms stalled the partitions that stay, see TaskManager.revoked); lost
+tasks close without committing; either way an opening still under way is dropped.
 """
 
 from __future__ import annotations

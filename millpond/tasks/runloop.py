@@ -135,6 +135,7 @@ class RunLoop:
         self.opener.outage.check()
         msgs = self._poll()
         self._faults.check()  # a rebalance callback may have failed inside consume()
+        self.manager.finish_revocations()  # revoked inside consume(): their final commits
         if self.opener.pending:
             # other tasks running: open in short slices, so their records keep flowing
             for instance in self.manager.open_some(OPEN_SLICE_S if self.tasks
