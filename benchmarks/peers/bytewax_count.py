@@ -73,19 +73,27 @@ def _flow(spec: dict, first: list[float]):  # type: ignore[no-untyped-def]
     return flow
 
 
-def count(spec: dict) -> dict:
-    started = time.time()
+def _run(flow: Any, spec: dict) -> None:
+    """Run ``flow`` in one worker with recovery on: SQLite snapshots in the spec's
+    ``recovery_dir`` (made here, ``partitions`` of them), an epoch every ``epoch_interval``
+    seconds."""
     from bytewax.recovery import RecoveryConfig, init_db_dir
     from bytewax.run import cli_main
 
     recovery = Path(spec["recovery_dir"])
     recovery.mkdir(parents=True, exist_ok=True)
     init_db_dir(recovery, int(spec.get("partitions", 1)))
-    first: list[float] = []
-    flow = _flow(spec, first)
     cli_main(flow, workers_per_process=1,
              epoch_interval=timedelta(seconds=float(spec["epoch_interval"])),
              recovery_config=RecoveryConfig(recovery))
+
+
+def count(spec: dict) -> dict:
+    started = time.time()
+
+    first: list[float] = []
+    flow = _flow(spec, first)
+    _run(flow, spec)
     ended = time.time()
     return {"started": started, "first_message": first[0] if first else None, "ended": ended,
             **_usage()}
@@ -143,17 +151,10 @@ def _window_flow(spec: dict, first: list[float]):  # type: ignore[no-untyped-def
 
 def windows(spec: dict) -> dict:
     started = time.time()
-    from bytewax.recovery import RecoveryConfig, init_db_dir
-    from bytewax.run import cli_main
 
-    recovery = Path(spec["recovery_dir"])
-    recovery.mkdir(parents=True, exist_ok=True)
-    init_db_dir(recovery, int(spec.get("partitions", 1)))
     first: list[float] = []
     flow = _window_flow(spec, first)
-    cli_main(flow, workers_per_process=1,
-             epoch_interval=timedelta(seconds=float(spec["epoch_interval"])),
-             recovery_config=RecoveryConfig(recovery))
+    _run(flow, spec)
     ended = time.time()
     return {"started": started, "first_message": first[0] if first else None, "ended": ended,
             **_usage()}
@@ -207,23 +208,16 @@ def latency(spec: dict) -> dict:
     import signal
 
     started = time.time()
-    from bytewax.recovery import RecoveryConfig, init_db_dir
-    from bytewax.run import cli_main
 
     def interrupt(*_: Any) -> None:
         raise KeyboardInterrupt
 
-    recovery = Path(spec["recovery_dir"])
-    recovery.mkdir(parents=True, exist_ok=True)
-    init_db_dir(recovery, int(spec.get("partitions", 1)))
     first: list[float] = []
     flow = _latency_flow(spec, first)
     signal.signal(signal.SIGTERM, interrupt)
     stopped = None
     try:
-        cli_main(flow, workers_per_process=1,
-                 epoch_interval=timedelta(seconds=float(spec["epoch_interval"])),
-                 recovery_config=RecoveryConfig(recovery))
+        _run(flow, spec)
     except Exception as exc:
         if not _interrupted(exc):
             raise

@@ -24,15 +24,21 @@ def _usage() -> dict[str, float]:
     return {"cpu_s": u.ru_utime + u.ru_stime, "maxrss_mb": u.ru_maxrss / 1024}
 
 
-def _app(spec: dict):  # type: ignore[no-untyped-def]
+def _application(spec: dict):  # type: ignore[no-untyped-def]
+    """The Application every mode runs: the spec's broker, group, guarantee, commit interval
+    and state dir, reading from the topic's start."""
     from quixstreams import Application
 
-    app = Application(
+    return Application(
         broker_address=spec["bootstrap"], consumer_group=spec["group"],
         auto_offset_reset="earliest", processing_guarantee=spec["guarantee"],
         commit_interval=float(spec["commit_interval"]), state_dir=spec["state_dir"],
         loglevel="WARNING",
     )
+
+
+def _app(spec: dict):  # type: ignore[no-untyped-def]
+    app = _application(spec)
     topic = app.topic(spec["topic"], key_deserializer="str", value_deserializer="json")
     sdf = app.dataframe(topic)
     first: list[float] = []
@@ -62,15 +68,8 @@ def windows(spec: dict) -> dict:
     when the partition's event time passes its end (as millpond's operator does); the
     default "key" closes a key's windows only at that key's next record, so every key's
     last window would stay open."""
-    from quixstreams import Application
-
     started = time.time()
-    app = Application(
-        broker_address=spec["bootstrap"], consumer_group=spec["group"],
-        auto_offset_reset="earliest", processing_guarantee=spec["guarantee"],
-        commit_interval=float(spec["commit_interval"]), state_dir=spec["state_dir"],
-        loglevel="WARNING",
-    )
+    app = _application(spec)
     first: list[float] = []
 
     def ts(value, headers, timestamp, timestamp_type):  # type: ignore[no-untyped-def]
@@ -100,15 +99,8 @@ def latency(spec: dict) -> dict:
     settings left at its defaults. Unbounded: it runs until SIGTERM, which Quix's
     ``Application.run`` handles itself (it stops the app after the message in hand, commits
     and returns), so the report below is still written."""
-    from quixstreams import Application
-
     started = time.time()
-    app = Application(
-        broker_address=spec["bootstrap"], consumer_group=spec["group"],
-        auto_offset_reset="earliest", processing_guarantee=spec["guarantee"],
-        commit_interval=float(spec["commit_interval"]), state_dir=spec["state_dir"],
-        loglevel="WARNING",
-    )
+    app = _application(spec)
     topic = app.topic(spec["topic"], key_deserializer="str", value_deserializer="json")
     output = app.topic(spec["output"], key_serializer="str", value_serializer="json")
     first: list[float] = []
