@@ -85,14 +85,10 @@ class TaskManager:
         partitions = sorted(self._revoking)
         self._revoking.clear()
         ready = [self.tasks[p] for p in partitions if p in self.tasks]
-        if ready:
-            failures = self.committer.commit(ready, final=True)
-            if len(failures) < len(ready):
-                self.opener.outage.available()
-            for failure in failures:  # closed below all the same, without a commit
-                log.warning("task %s: its commit before the hand-over failed, the new owner "
-                            "resumes from its commit before (%s)", failure.task.name,
-                            failure.error)
+        for failure in self._commit(ready, final=True):  # closed below all the same
+            log.warning("task %s: its commit before the hand-over failed, the new owner "
+                        "resumes from its commit before (%s)", failure.task.name,
+                        failure.error)
         self._close_all(partitions)
 
     def lost(self, partitions: list[int]) -> None:
@@ -144,12 +140,17 @@ class TaskManager:
         """Commit ``tasks`` (default: all open); close the ones that failed, reopen later.
         ``final``: the tasks stop or move after it (their stores are checkpointed locally)."""
         tasks = list(self.tasks.values()) if tasks is None else tasks
-        if tasks:
-            failures = self.committer.commit(tasks, final)
-            if len(failures) < len(tasks):
-                self.opener.outage.available()
-            for failure in failures:
-                self.failed(failure)
+        for failure in self._commit(tasks, final):
+            self.failed(failure)
+
+    def _commit(self, tasks: list[TaskInstance], final: bool) -> list[CommitFailure]:
+        """Commit ``tasks`` (Kafka answered if any of them committed); the failures."""
+        if not tasks:
+            return []
+        failures = self.committer.commit(tasks, final)
+        if len(failures) < len(tasks):
+            self.opener.outage.available()
+        return failures
 
     def failed(self, failure: CommitFailure) -> None:
         """``failure.task`` cannot commit (fenced, aborted): close it without committing and
