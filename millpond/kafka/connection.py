@@ -33,6 +33,11 @@ TLS_TO_PLAINTEXT = "tls-to-plaintext"  # a TLS client on a plaintext listener
 # or ``127.0.0.1:9092/1`` (no prefix: PLAINTEXT); coordinators' logical names do not match.
 _BROKER = re.compile(r"^(?:(?P<protocol>[a-z_]+)://)?(?P<address>\S+:\d+)/\S+: ")
 _TLS_PROTOCOLS = ("ssl", "sasl_ssl")
+# A SASL request that failed on the client's side ("SaslAuthenticateRequest failed: Local:
+# Broker transport failure", "...: Local: Broker handle destroyed"): the connection dropped
+# or the client closed during the exchange. librdkafka words it as a SASL authentication
+# error, but no credential was refused; it reconnects and authenticates again.
+_SASL_LOCAL_FAILURE = re.compile(r"sasl\w*request failed: local: ", re.I)
 
 
 @dataclass(frozen=True)
@@ -70,7 +75,7 @@ def classify(text: str, code: int | None = None) -> Diagnosis | None:
         return found(CERTIFICATE)
     if code == KafkaError._SSL:
         return found(TLS)
-    if "sasl authentication error" in lowered:
+    if "sasl authentication error" in lowered and not _SASL_LOCAL_FAILURE.search(text):
         return found(AUTHENTICATION)
     if "connecting to a plaintext broker listener?" in lowered or (
             tls and "closed by peer" in lowered and "in state ssl_handshake" in lowered):

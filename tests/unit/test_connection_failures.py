@@ -71,6 +71,15 @@ IDLE = "127.0.0.1:9092/1: Disconnected (after 600012ms in state UP)"
 TLS_GONE = ("ssl://127.0.0.1:59003/bootstrap: Disconnected: SSL connection closed by peer "
             "(after 12ms in state UP)")
 ALL_DOWN = "1/1 brokers are down"
+# The connection dropped (or the client closed) during the SASL exchange: librdkafka calls it
+# a SASL authentication error (the first from a CI run of the secured Spark rescale, where it
+# stopped the command as a wrong password; the second as kcat users reported it on exit).
+SASL_DROPPED = ("sasl_ssl://127.0.0.1:38109/bootstrap: SASL authentication error: "
+                "SaslAuthenticateRequest failed: Local: Broker transport failure (after 0ms in "
+                "state DOWN)")
+SASL_DESTROYED = ("sasl_ssl://127.0.0.1:38109/1: SASL authentication error: "
+                  "SaslAuthenticateRequest failed: Local: Broker handle destroyed (after 3ms "
+                  "in state AUTH_REQ)")
 
 
 @pytest.mark.parametrize("text, code, kind, protocol, confirm", [
@@ -99,10 +108,27 @@ def test_each_cause_is_read_from_librdkafkas_words(
 @pytest.mark.parametrize("text, code", [
     (REFUSED, KafkaError._TRANSPORT), (PLAIN_REFUSED, None), (IDLE, None), (TLS_GONE, None),
     (ALL_DOWN, KafkaError._ALL_BROKERS_DOWN),
+    (SASL_DROPPED, KafkaError._TRANSPORT), (SASL_DROPPED, None),
+    (SASL_DESTROYED, KafkaError._DESTROY), (SASL_DESTROYED, None),
     ("GroupCoordinator: Disconnected (after 1ms in state APIVERSION_QUERY)", None),
 ])
 def test_a_broker_that_is_down_or_went_away_is_none_of_them(text: str, code: int | None) -> None:
     assert classify(text, code) is None
+
+
+def test_a_dropped_sasl_exchange_is_retried_and_a_refused_one_is_fatal(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The job's clients keep going through a connection that dropped mid-authentication
+    (logged as unreachable, nothing raised); a refused password stops them."""
+    faults = ClientFaults("g", "127.0.0.1:38109")
+    with caplog.at_level("WARNING", logger="millpond.kafka"):
+        faults.on_client_error(KafkaError(KafkaError._TRANSPORT, SASL_DROPPED))
+    assert faults.on_log("FAIL", SASL_DESTROYED) is False
+    faults.check()  # nothing kept
+    assert "unreachable" in caplog.text and "SaslAuthenticateRequest failed" in caplog.text
+    faults.on_client_error(KafkaError(KafkaError._AUTHENTICATION, WRONG_PASSWORD))
+    with pytest.raises(AuthenticationError, match="invalid credentials"):
+        faults.check()
 
 
 def test_each_line_names_the_cause_the_address_and_the_setting_to_fix() -> None:
