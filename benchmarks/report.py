@@ -55,8 +55,17 @@ BACKUPS_COST = 0.05  # state backups (to S3Proxy) may cost at most 5% of the cou
 METRICS_COST = 0.03  # the Prometheus reporter may cost at most 3% of the count's throughput
 RSS_BASELINE_MB = 169.0  # peak RSS of the count job with defaults at 100k users (issue #14)
 QUIX_FACTOR = 8.0
+# Pathway (issue #39): millpond's default count (effectively-once), StreamTask and dataflow,
+# against Pathway's count of the same topic in the same round (kafka.read in static mode,
+# persistence on): wall-clock msg/s (process start -> end) >= 1.3x Pathway's at <= 0.6x its
+# CPU seconds, and processing msg/s (first message -> end) >= 1.5x Pathway's.
+PATHWAY_KEY = "pathway (static, persistence on)"
+PATHWAY_WALL_FACTOR = 1.3
+PATHWAY_CPU_SHARE = 0.6
+PATHWAY_FACTOR = 1.5
 # The dataflow workload's targets (issue #29): the streams API's count against the ceiling of
-# the same run, Bytewax and Quix Streams; and the cost of a key_by's repartition hop.
+# the same run, Bytewax, Quix Streams (and Pathway, above); and the cost of a key_by's
+# repartition hop.
 DF_DECODE_SHARE = 0.65
 DF_BYTEWAX_FACTOR = 5.0
 DF_QUIX_FACTOR = 10.0
@@ -67,17 +76,9 @@ DF_KEYS = {"eo": "millpond dataflow effectively-once", "eos": "millpond dataflow
            "one": "millpond one-stage (filter, count, to) effectively-once",
            "two": "millpond two-stage (filter, key_by, count, to) effectively-once",
            "bytewax": "bytewax (recovery on)", "quix-alo": "quix at-least-once",
-           "quix-eos": "quix exactly-once"}
+           "quix-eos": "quix exactly-once", "pathway": PATHWAY_KEY}
 RAW_CONSUME_SHARE = 0.25
 DECODE_CEILING_SHARE = 0.60
-# Pathway (issue #39): millpond's default count (effectively-once) against Pathway's count of
-# the same topic in the same round (kafka.read in static mode, persistence on): wall-clock
-# msg/s (process start -> end) >= 1.3x Pathway's at <= 0.6x its CPU seconds, and processing
-# msg/s (first message -> end) >= 1.5x Pathway's.
-PATHWAY_KEY = "pathway (static, persistence on)"
-PATHWAY_WALL_FACTOR = 1.3
-PATHWAY_CPU_SHARE = 0.6
-PATHWAY_FACTOR = 1.5
 # The windows workload's targets (the windows issue): millpond's 1-minute tumbling count (final
 # results) >= 5x Quix Streams' and >= 4x Bytewax's, and >= 50% of the same round's plain
 # dataflow count of the same topic.
@@ -122,25 +123,25 @@ def _quix_targets(add: Any, prefix: str, count: dict[str, Any], row_of: dict[str
             short=f">= {goal:g}x Quix ({their_g})" if goal else f"vs Quix ({their_g})")
 
 
-def _pathway_targets(add: Any, count: dict[str, Any], row: str) -> None:
-    """millpond effectively-once against Pathway, per run pair: wall-clock msg/s (incl.
-    start-up) >= 1.3x at <= 0.6x Pathway's CPU seconds (the same messages), and processing
-    msg/s (first message -> end) >= 1.5x."""
-    ours, theirs = count.get("millpond effectively-once") or {}, count.get(PATHWAY_KEY) or {}
+def _pathway_targets(add: Any, ours: dict[str, Any] | None, theirs: dict[str, Any] | None,
+                     row: str, what: str = "count (effectively-once)") -> None:
+    """millpond's ``what`` against Pathway's count of the same topic, per run pair:
+    wall-clock msg/s (incl. start-up) >= 1.3x at <= 0.6x Pathway's CPU seconds (the same
+    messages), and processing msg/s (first message -> end) >= 1.5x."""
     if not (ours and theirs):
         return
     wall = paired_ratio(ours, theirs, "msgs_per_s_incl_startup")
-    add(f"count (effectively-once) wall-clock msg/s >= {PATHWAY_WALL_FACTOR:g}x Pathway's "
+    add(f"{what} wall-clock msg/s >= {PATHWAY_WALL_FACTOR:g}x Pathway's "
         "(process start -> end)", _med(wall), PATHWAY_WALL_FACTOR, "x",
         "millpond msg/s incl. start-up / Pathway's, per run pair", spread=wall, row=row,
         short=f">= {PATHWAY_WALL_FACTOR:g}x Pathway, wall-clock")
     cpu = paired_ratio(ours, theirs, "cpu_s")
-    add(f"count (effectively-once) at <= {PATHWAY_CPU_SHARE:g}x Pathway's CPU s", _med(cpu),
+    add(f"{what} at <= {PATHWAY_CPU_SHARE:g}x Pathway's CPU s", _med(cpu),
         PATHWAY_CPU_SHARE, "x", "millpond CPU s / Pathway CPU s for the same messages (the "
         "child's wait4, start-up included), per run pair", higher_is_better=False,
         spread=cpu, row=row, short=f"<= {PATHWAY_CPU_SHARE:g}x Pathway's CPU")
     proc = paired_ratio(ours, theirs, "msgs_per_s")
-    add(f"count (effectively-once) processing msg/s >= {PATHWAY_FACTOR:g}x Pathway's "
+    add(f"{what} processing msg/s >= {PATHWAY_FACTOR:g}x Pathway's "
         "(first message -> end)", _med(proc), PATHWAY_FACTOR, "x",
         "millpond msg/s / Pathway msg/s, per run pair; Pathway's first message is its Kafka "
         "read's start", spread=proc, row=row,
@@ -194,6 +195,9 @@ def _dataflow_targets(add: Any, df: dict[str, Any]) -> None:
                 add(f"dataflow count ({g}) vs {what}, by CPU s per message", _med(cpu), None,
                     "x", "their CPU s / ours, per run pair", spread=cpu, row=row,
                     short=f"{what} by CPU")
+        if g == "effectively-once":  # Pathway's targets' "dataflow path" (issue #39)
+            _pathway_targets(add, ours, count.get(DF_KEYS["pathway"]), row,
+                             f"dataflow count ({g})")
     one, two = count.get(DF_KEYS["one"]) or {}, count.get(DF_KEYS["two"]) or {}
     for field, goal, what in (("msgs_per_s_to_90pct_sent", DF_HOP_COST,
                                "first message -> 90% of the counts sent"),
@@ -319,7 +323,8 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     for label, entry in (("at-least-once", alo), ("effectively-once", eo)):
         _ceiling_targets(add, "", rows[label], label, entry, limits)
     _quix_targets(add, "", count, rows)
-    _pathway_targets(add, count, rows["effectively-once"])
+    _pathway_targets(add, count.get("millpond effectively-once"), count.get(PATHWAY_KEY),
+                     rows["effectively-once"])
     if eo and eo.get("maxrss_mb"):
         add(f"count (effectively-once, the default) peak RSS <= 1.5x {RSS_BASELINE_MB:.0f} MB "
             f"= {1.5 * RSS_BASELINE_MB:.1f} MB",
@@ -577,7 +582,7 @@ def versions_text(meta: dict[str, Any]) -> str:
              f"{v.get('confluent_kafka')}), rocksdict {v.get('rocksdict')}, millpond "
              f"{v.get('millpond')}"]
     runs_in = {"quix": {"count", "skew", "restore", "dataflow", "windows"}, "faust": {"count"},
-               "bytewax": {"dataflow", "windows"}, "pathway": {"count"}}
+               "bytewax": {"dataflow", "windows"}, "pathway": {"count", "dataflow"}}
     ran = {peer for peer, workloads in runs_in.items()
            if peer in (meta.get("systems") or [])
            and set(meta.get("workloads") or []) & workloads}
@@ -1280,7 +1285,8 @@ def readme_table(results: dict[str, Any]) -> str:
             q = dc.get(DF_KEYS["quix-alo" if i == 0 else "quix-eos"])
             row(f"dataflow {g}", label, _count_cell(dc.get(key)), _count_cell(q),
                 bytewax=_count_cell(dc.get(DF_KEYS["bytewax"])),
-                ceiling=_ceiling_cell(df.get("limits") or {}) if i == 0 else "")
+                ceiling=_ceiling_cell(df.get("limits") or {}) if i == 0 else "",
+                pathway=_count_cell(dc.get(DF_KEYS["pathway"]), wall=True) if i == 0 else "")
         one, two = dc.get(DF_KEYS["one"]), dc.get(DF_KEYS["two"])
         if one or two:
             def last(entry: dict[str, Any] | None) -> str:

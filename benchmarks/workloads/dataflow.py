@@ -7,8 +7,8 @@ key_by -> count -> to) beside the same dataflow without its repartition hop (fil
 Each round measures the topic's two ceilings first, then (in an order that alternates between
 rounds, so drifting load hits every system alike) millpond's StreamTask count and its dataflow
 under effectively-once and exactly-once, the one- and two-stage dataflows (effectively-once),
-Bytewax (recovery on) and Quix Streams (at-least-once and exactly-once, in the first
---peer-runs rounds). Every count is checked against the exact reference; the hop's two apps
+Bytewax (recovery on), Quix Streams (at-least-once and exactly-once) and Pathway (static read,
+persistence on), the peers in the first --peer-runs rounds. Every count is checked against the exact reference; the hop's two apps
 count the records their filter keeps.
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from benchmarks import data, jobs, systems
+from benchmarks import data, jobs, report, systems
 from benchmarks.common import load_average
 from benchmarks.harness import Harness, say, say_run, summarize_runs
 from benchmarks.workloads.count import _failed
@@ -35,8 +35,9 @@ TWO_STAGE = "millpond two-stage (filter, key_by, count, to) effectively-once"
 BYTEWAX = "bytewax (recovery on)"
 QUIX_ALO = "quix at-least-once"
 QUIX_EOS = "quix exactly-once"
+PATHWAY = report.PATHWAY_KEY
 ORDER = [DATAFLOW_EO, STREAMTASK_EO, DATAFLOW_EOS, STREAMTASK_EOS, ONE_STAGE, TWO_STAGE,
-         BYTEWAX, QUIX_ALO, QUIX_EOS]
+         BYTEWAX, QUIX_ALO, QUIX_EOS, PATHWAY]
 
 
 def _hop_references(h: Harness) -> dict[str, int]:
@@ -74,6 +75,8 @@ def _plan(h: Harness) -> list[tuple[str, str, str, str | None]]:
     if "quix" in a.system_list and h.peer_ready("quix"):
         plan += [(QUIX_ALO, "quix", "at-least-once", None),
                  (QUIX_EOS, "quix", "exactly-once", None)]
+    if "pathway" in a.system_list and h.peer_ready("pathway"):
+        plan.append((PATHWAY, "pathway", "static, persistence on", None))
     return plan
 
 
@@ -151,6 +154,8 @@ def dataflow(h: Harness) -> None:
                                                  app=app)
                 elif system == "bytewax":
                     res = systems.bytewax_count(ctx, topic, messages, f"d{r}", ctx.reference)
+                elif system == "pathway":
+                    res = systems.pathway_count(ctx, topic, messages, f"d{r}", ctx.reference)
                 else:
                     res = systems.quix_count(ctx, topic, messages, guarantee, f"d{r}",
                                              ctx.reference)

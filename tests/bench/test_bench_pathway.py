@@ -172,3 +172,32 @@ def test_pathway_targets_pair_runs_and_fill_the_pathway_column() -> None:
     assert "<= 0.6x Pathway's CPU: 0.62x **miss**" in cells[7]
     markdown = report.markdown({**results, "targets": report.targets(results)})
     assert f"count: {report.PATHWAY_KEY}" in markdown and "Kafka read's start" in markdown
+
+
+def test_the_dataflow_count_is_paired_with_pathway_in_its_own_rounds() -> None:
+    """The issue's "dataflow path": the streams API's count against Pathway's count of the
+    same rounds, the same three targets, and Pathway's cell on the dataflow row."""
+    count = {report.DF_KEYS["eo"]: summarize_runs(
+                 [_run(160_000, 120_000, 5.0), _run(140_000, 80_000, 6.0)]),
+             report.PATHWAY_KEY: summarize_runs(
+                 [_run(100_000, 60_000, 10.0), _run(100_000, 80_000, 8.0)])}
+    results = {"dataflow": {"input": {"messages": 1_000_000, "users": 100_000},
+                            "count": count, "limits": {}},
+               "meta": {**_meta(), "workloads": ["dataflow"]}, "workload_conditions": {}}
+    got = {t["target"]: t for t in report.targets(results)}
+    proc = got["dataflow count (effectively-once) processing msg/s >= 1.5x Pathway's (first "
+               "message -> end)"]
+    assert proc["value"] == pytest.approx(1.5) and proc["status"] == "pass"
+    wall = got["dataflow count (effectively-once) wall-clock msg/s >= 1.3x Pathway's (process "
+               "start -> end)"]
+    assert wall["value"] == pytest.approx((2.0 + 1.0) / 2) and wall["status"] == "pass"
+    cpu = got["dataflow count (effectively-once) at <= 0.6x Pathway's CPU s"]
+    assert cpu["value"] == pytest.approx((0.5 + 0.75) / 2) and cpu["status"] == "miss"
+    assert {t["row"] for t in (proc, wall, cpu)} == {"dataflow effectively-once"}
+    assert not any(t["target"].startswith("count (") for t in got.values())
+
+    table = report.readme_table(results)
+    row = next(line for line in table.splitlines() if "dataflow count `source" in line)
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[5].startswith("100,000 msg/s (70,000 msg/s incl. 1.00 s start-up)")
+    assert "pathway 0.33.0" in table
