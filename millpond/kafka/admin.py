@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
@@ -22,6 +23,26 @@ from millpond.kafka.faults import ClientFaults
 TIMEOUT = 30.0
 FIRST_WAIT_LINE_S = 5.0  # how long Kafka may not answer at start before the job says so
 _SLICE_S = 1.0  # metadata waits are cut into slices to notice an authentication failure
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    """A topic a job needs, made with these settings if it is missing. ``what`` names it
+    in errors (changelog, checkpoint, dead-letter, internal, output); ``replication`` None:
+    min(3, brokers); a ``compacted`` topic gets ``cleanup.policy=compact`` (unless its
+    config says otherwise, which is then refused) and must have ``partitions``."""
+
+    topic: str
+    partitions: int
+    what: str = "changelog"
+    config: Mapping[str, str] = field(default_factory=dict)
+    replication: int | None = None
+    compacted: bool = True
+
+    def created(self) -> dict[str, str]:
+        """The topic config it is created with."""
+        return ({"cleanup.policy": "compact", **self.config} if self.compacted
+                else dict(self.config))
 
 
 class TopicAdmin:
@@ -148,15 +169,36 @@ class TopicAdmin:
         config: Mapping[str, str] | None = None, what: str = "changelog",
     ) -> None:
         """Create ``topic`` compacted if missing; raise if it exists but cannot serve."""
-        existing = self.partition_count(topic)
-        policy: str | None = None  # as created here (else read back from the broker)
-        if existing is None:
-            rf = replication or min(3, max(1, self.broker_count()))
-            conf = {"cleanup.policy": "compact", **dict(config or {})}
-            future = self.admin.create_topics([NewTopic(topic, partitions, rf, config=conf)])[topic]
-            if self._created(topic, future, what):
-                policy = conf["cleanup.policy"]
-            existing = self._visible(topic, what)
+        self.ensure_topics([TopicSpec(topic, partitions, what, dict(config or {}), replication)])
+
+    def ensure_topics(self, specs: Sequence[TopicSpec]) -> dict[str, int]:
+        """Create the missing topics of ``specs`` in one request (a new job's changelogs,
+        checkpoint and internal topics are made side by side, not one round trip each);
+        raise if a compacted one exists but cannot serve. Each topic's partition count."""
+        found = {s.topic: self.partition_count(s.topic) for s in specs}
+        missing = list({s.topic: s for s in reversed(specs) if found[s.topic] is None}.values())
+        created: set[str] = set()
+        if missing:
+            default_rf = (min(3, max(1, self.broker_count()))
+                          if any(s.replication is None for s in missing) else 1)
+            futures = self.admin.create_topics([
+                NewTopic(s.topic, s.partitions, s.replication or default_rf, config=s.created())
+                for s in missing])
+            for s in missing:
+                if self._created(s.topic, futures[s.topic], s.what):
+                    created.add(s.topic)
+            for s in missing:
+                found[s.topic] = self._visible(s.topic, s.what)
+        counts = {t: n for t, n in found.items() if n is not None}
+        for s in specs:
+            if s.compacted:
+                policy = (s.created()["cleanup.policy"] if s.topic in created
+                          else None)  # as created here, else read back from the broker
+                self._check_compacted(s, counts[s.topic], policy)
+        return counts
+
+    def _check_compacted(self, spec: TopicSpec, existing: int, policy: str | None) -> None:
+        topic, what, partitions = spec.topic, spec.what, spec.partitions
         if existing != partitions:
             raise TopicError(
                 f"{what} topic {topic} has {existing} partitions but the job has {partitions} "
@@ -206,17 +248,8 @@ class TopicAdmin:
 
     def ensure_topic(self, topic: str, partitions: int, config: Mapping[str, str] | None = None) -> None:
         """Create a plain topic (outputs, dead letters) if it does not exist."""
-        if self.partition_count(topic) is not None:
-            return
-        rf = min(3, max(1, self.broker_count()))
-        future = self.admin.create_topics([NewTopic(topic, partitions, rf, config=dict(config or {}))])[topic]
-        try:
-            future.result(timeout=TIMEOUT)
-        except KafkaException as exc:
-            if is_denied(exc.args[0]):
-                raise denied(exc.args[0], topic, "Create") from exc
-            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                raise
+        self.ensure_topics([TopicSpec(topic, partitions, "output", dict(config or {}),
+                                      compacted=False)])
 
 
 class OutputTopics:
@@ -276,18 +309,17 @@ def check_job_topics(
             "inputs must have equal partition counts (task N reads partition N of each): "
             + ", ".join(f"{t}={n}" for t, n in counts.items()))
     tasks = next(iter(counts.values()))
-    for topic, cfg in changelogs.items():
-        admin.ensure_compacted(topic, tasks, cfg.changelog_replication_factor,
-                               cfg.changelog_topic_config)
-    admin.ensure_compacted(checkpoint, tasks, what="checkpoint")
+    specs = [TopicSpec(topic, tasks, "changelog", cfg.changelog_topic_config,
+                       cfg.changelog_replication_factor) for topic, cfg in changelogs.items()]
+    specs.append(TopicSpec(checkpoint, tasks, "checkpoint"))
     if dead_letter:
-        admin.ensure_topic(dead_letter, tasks)
-    for topic, config in internal.items():
-        n = admin.partition_count(topic)
-        if n is None:
-            admin.ensure_topic(topic, tasks, config)
-        elif n != tasks:
+        specs.append(TopicSpec(dead_letter, tasks, "dead-letter", compacted=False))
+    specs += [TopicSpec(topic, tasks, "internal", config, compacted=False)
+              for topic, config in internal.items()]
+    made = admin.ensure_topics(specs)
+    for topic in internal:
+        if made[topic] != tasks:
             raise TopicError(
-                f"internal topic {topic} has {n} partitions but the job has {tasks} tasks; "
-                f"delete it (what it holds was not yet processed) or give it {tasks}")
+                f"internal topic {topic} has {made[topic]} partitions but the job has {tasks} "
+                f"tasks; delete it (what it holds was not yet processed) or give it {tasks}")
     return tasks
