@@ -93,10 +93,20 @@ class LibrdkafkaLog:
 LIBRDKAFKA_LOG = LibrdkafkaLog()
 
 
+# Kafka brokers create a topic that a client's metadata request names, unless told not to
+# (``auto.create.topics.enable``, true by default on the broker; ``allow.auto.create.topics``,
+# true by default in librdkafka's producers and admin clients). Every topic millpond needs it
+# creates itself with its own settings (compacted changelogs with one partition per task): a
+# lookup of a missing changelog must not make it a 1-partition, delete-policy topic, and a
+# check of a missing input must not create an empty input.
+NO_AUTO_CREATE = {"allow.auto.create.topics": False}
+
+
 def with_logger(conf: Mapping[str, Any]) -> dict[str, Any]:
     """``conf`` plus ``logger``: librdkafka's lines go to ``millpond.kafka``, unless the
-    caller passed a logger of its own."""
-    out = dict(conf)
+    caller passed a logger of its own; and no topic created by a lookup, unless the caller
+    asked for that."""
+    out = {**NO_AUTO_CREATE, **conf}
     out.setdefault("logger", LIBRDKAFKA_LOG)
     return out
 
@@ -112,5 +122,6 @@ def producer(conf: Mapping[str, Any]) -> Producer:
 
 
 def admin(conf: Mapping[str, Any]) -> AdminClient:
-    """An ``AdminClient`` logging through Python logging."""
-    return AdminClient(with_logger(conf))
+    """An ``AdminClient`` logging through Python logging, whose lookups never create a topic
+    (whatever ``conf`` says: its callers decide what a missing topic means)."""
+    return AdminClient({**with_logger(conf), **NO_AUTO_CREATE})

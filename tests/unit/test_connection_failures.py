@@ -117,9 +117,13 @@ def test_a_broker_that_is_down_or_went_away_is_none_of_them(text: str, code: int
 
 
 def test_a_dropped_sasl_exchange_is_retried_and_a_refused_one_is_fatal(
-        caplog: pytest.LogCaptureFixture) -> None:
+        caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
     """The job's clients keep going through a connection that dropped mid-authentication
     (logged as unreachable, nothing raised); a refused password stops them."""
+    from millpond.kafka.outage import LogLimiter
+
+    # A limiter of its own: an earlier test's "unreachable" line may still hold the shared one.
+    monkeypatch.setattr("millpond.kafka.producer.LIMITER", LogLimiter())
     faults = ClientFaults("g", "127.0.0.1:38109")
     with caplog.at_level("WARNING", logger="millpond.kafka"):
         faults.on_client_error(KafkaError(KafkaError._TRANSPORT, SASL_DROPPED))
