@@ -73,7 +73,7 @@ class Job:
     @cached_property
     def admin(self) -> TopicAdmin:
         """The job's topic admin (made on first use)."""
-        return TopicAdmin(self.client_conf, self.faults)
+        return TopicAdmin(self.client_conf, self.faults, probe_topic=self.checkpoint_topic)
 
     @property
     def reader_group_id(self) -> str:

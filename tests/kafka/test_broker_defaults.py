@@ -107,3 +107,31 @@ def test_a_missing_input_is_named_and_not_created(
     assert f"input topic {missing} (task.inputs) does not exist" in out.stderr
     assert not _exists(auto_creating, missing)
     assert not _exists(auto_creating, f"{name}-counts-changelog")
+
+
+def test_is_kafka_there_asks_for_one_topic_and_creates_none(
+    auto_creating: str, topic_name: Callable[[str], str],
+) -> None:
+    """A job's "is Kafka there, with how many brokers" asks for its checkpoint topic's
+    metadata (not every topic's: 10-60 ms a time on a cluster of a thousand topics), which
+    answers before that topic exists and does not create it."""
+    from millpond.kafka.admin import TopicAdmin
+
+    probe = topic_name("ckpt")
+    admin = TopicAdmin({"bootstrap.servers": auto_creating}, probe_topic=probe)
+    asked: list[str | None] = []
+    client = admin.admin
+
+    class Watch:
+        def list_topics(self, topic: str | None = None, **kwargs: object) -> object:
+            asked.append(topic)
+            return client.list_topics(topic, **kwargs)
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(client, name)
+
+    admin.admin = Watch()  # type: ignore[assignment]
+    assert admin.wait_reachable(10, print)
+    assert admin.broker_count() == 1
+    assert asked == [probe, probe]
+    assert not _exists(auto_creating, probe)
