@@ -27,8 +27,13 @@ from millpond.stores.cached import use_cache_budget
 from millpond.stores.engines.rocksdb_options import use_process_memory
 
 # librdkafka waits up to 10 s between attempts to reach a broker that was away (Kafka's Java
-# client: 1 s); after a broker restart that alone delays resuming by up to 10 s.
-CLIENT_DEFAULTS: dict[str, Any] = {"reconnect.backoff.max.ms": 1000}
+# client: 1 s); after a broker restart that alone delays resuming by up to 10 s. Its first
+# wait, reconnect.backoff.ms (100 ms), also spaces a new client's connections: once the
+# bootstrap connection has named the brokers, it is closed and a request made meanwhile waits
+# ~half that (50 ms) for the connection to the broker itself ("still suppressed for 49ms"),
+# in every new client (admin, group consumer, each task's producer). 10 ms: ~11 ms there.
+CLIENT_DEFAULTS: dict[str, Any] = {"reconnect.backoff.max.ms": 1000,
+                                   "reconnect.backoff.ms": 10}
 
 
 class Job:
