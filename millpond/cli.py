@@ -116,7 +116,9 @@ def run(config_path: Path, overrides: tuple[str, ...], bounded: bool, log_level:
     if not no_check and not early:
         if container.job.admin.wait_reachable(wait_timeout, logging.getLogger(
                 "millpond.container").warning, stopped=lambda: bool(early)):
+            container.startup.mark("Kafka reachable")
             _check_at_start(container.job)
+            container.startup.mark("ACL check")
     container.run(early_signals=early)
 
 

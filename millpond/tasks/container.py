@@ -63,6 +63,7 @@ from millpond.tasks.opening import Fences, OpenContext, TaskOpener, open_task, r
 from millpond.tasks.purge import InternalTopicPurger
 from millpond.tasks.queries import TaskDirectory
 from millpond.tasks.runloop import LoopTiming, RunLoop
+from millpond.tasks.startup import StartupTimeline
 from millpond.tasks.stream_serdes import StreamSerdes
 from millpond.tasks.telemetry import RuntimeMetrics
 
@@ -110,6 +111,7 @@ class Container:
         wait_timeout_s: float | None = None,
         job_status: Callable[[Job], Callable[[], dict[str, Any]]] | None = None,
     ) -> None:
+        self.startup = StartupTimeline()  # where the start-up's time goes, logged once
         self.config = config = with_app(config)  # a dataflow app: its task and stores
         job = config.job
         self.task_class = load_task_class(config)
@@ -164,6 +166,7 @@ class Container:
         # 503 until the run loop serves the mailbox.
         self.queries = Mailbox() if job.query_address is not None else None
         self.query_server: QueryServer | None = None
+        self.startup.mark("interpreter, imports and config")
 
     # ---- the loop ---------------------------------------------------------------------
     def _handle_signal(self, signum: int, frame: FrameType | None) -> None:
@@ -229,6 +232,7 @@ class Container:
         if not admin.wait_reachable(self.wait_timeout_s, log.warning,
                                     stopped=lambda: self._stop_requested):
             return  # a signal while waiting for Kafka: nothing was started
+        self.startup.mark_once("Kafka reachable")
         if has_app(self.config):  # no renamed operator loses its state
             check_stored_operators(self.config, {
                 store for ckpt in self.job.checkpoints().values() for store in ckpt.changelogs})
@@ -241,6 +245,7 @@ class Container:
                                       self.on_error.topic,
                                       {topic: INTERNAL_TOPIC_CONFIG for topic in internal})
         self.side_inputs.check_partitions(admin.partition_count, task_count)
+        self.startup.mark("the job's topics")
         if self.query_server is not None and self.query_server.router is not None:
             self.query_server.router.partitions = task_count  # keys route from now on
         # The plan's producer share is for every task producer this process can hold (all
@@ -267,6 +272,7 @@ class Container:
         self.manager = manager = TaskManager(
             self.tasks, self.consumer, opener, CommitProtocol(self.consumer, self.checkpoint_topic),
             self.inputs, self.metrics)
+        manager.startup = self.startup
         job = self.config.job
         timing = LoopTiming(
             commit_every_s=job.commit_ms / 1000.0,

@@ -21,6 +21,7 @@ from millpond.tasks.commit import CommitFailure, CommitProtocol
 from millpond.tasks.errors import UserCodeError
 from millpond.tasks.instance import NOT_USER_CODE, TaskInstance, log_task_summary
 from millpond.tasks.opening import RETRY_S, TaskOpener, unreachable
+from millpond.tasks.startup import StartupTimeline
 from millpond.tasks.telemetry import RuntimeMetrics
 
 log = logging.getLogger("millpond.container")
@@ -41,6 +42,7 @@ class TaskManager:
         self.inputs = inputs
         self.metrics = metrics
         self._revoking: set[int] = set()  # revoked in a poll's callback, not yet committed
+        self.startup: StartupTimeline | None = None  # the container's, until it is logged
 
     def inputs_of(self, partitions: list[int]) -> list[TopicPartition]:
         """Every input partition of the given tasks. The offset is explicit: a task seeks to
@@ -60,6 +62,8 @@ class TaskManager:
             self.opener.add(p)
         self.opener.release_holds()
         log.info("assigned partitions %s", partitions)
+        if self.startup is not None:
+            self.startup.mark_once("joining the group (partitions assigned)")
 
     def revoked(self, partitions: list[int]) -> None:
         """Stop fetching the revoked partitions; their tasks commit and close once the poll
@@ -114,6 +118,9 @@ class TaskManager:
             self.tasks[instance.partition] = instance
             if self._start(instance):
                 started.append(instance)
+        if started and self.startup is not None and not self.opener.pending:
+            self.startup.ready(len(self.tasks))  # (once: the first assignment's)
+            self.startup = None
         return started
 
     def _start(self, instance: TaskInstance) -> bool:

@@ -88,6 +88,14 @@ def test_a_new_job_makes_its_own_topics_where_the_broker_would_auto_create_them(
     out = run_job(conf, "--bounded", timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr[-3000:]
     assert dump_store(conf, "counts") == dict(expected)
+    # Where its start-up went, once: each phase, summing to the total.
+    line = next(x for x in out.stderr.splitlines() if "start-up: all 3 task(s) ready" in x)
+    total = float(line.split(" ready ")[1].split(" s ")[0])
+    phases = dict(p.rsplit(" ", 2)[:2] for p in line.split("started: ")[1].split("; "))
+    assert list(phases) == ["interpreter, imports and config", "Kafka reachable", "ACL check",
+                            "the job's topics", "joining the group (partitions assigned)",
+                            "tasks opened"]
+    assert sum(map(float, phases.values())) == pytest.approx(total, abs=0.01)
     assert _layout(auto_creating, f"{name}-counts-changelog") == (3, "compact")
     assert _layout(auto_creating, checkpoint_topic(name, "1")) == (3, "compact")
     assert _layout(auto_creating, sink) == (3, "delete")
