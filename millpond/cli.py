@@ -105,6 +105,7 @@ def run(config_path: Path, overrides: tuple[str, ...], bounded: bool, log_level:
         signal.signal(signum, during_start_up)
 
     from millpond.tasks.container import Container
+    from millpond.tasks.startup import StartupTimeline
 
     logging.basicConfig(level=log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -112,7 +113,8 @@ def run(config_path: Path, overrides: tuple[str, ...], bounded: bool, log_level:
     from millpond.ops.status import view_of
 
     container = Container(config, bounded=bounded or None, wait_timeout_s=wait_timeout,
-                          job_status=view_of)  # the page's millpond status part
+                          job_status=view_of,  # the page's millpond status part
+                          startup=StartupTimeline.of_process())
     if not no_check and not early:
         if container.job.admin.wait_reachable(wait_timeout, logging.getLogger(
                 "millpond.container").warning, stopped=lambda: bool(early)):

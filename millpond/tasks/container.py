@@ -110,8 +110,10 @@ class Container:
         listener: RestoreListener | None = None, status_every: float = STATUS_EVERY_S,
         wait_timeout_s: float | None = None,
         job_status: Callable[[Job], Callable[[], dict[str, Any]]] | None = None,
+        startup: StartupTimeline | None = None,
     ) -> None:
-        self.startup = StartupTimeline()  # where the start-up's time goes, logged once
+        # Where the start-up's time goes, logged once (the CLI's runs from the process's start).
+        self.startup = startup or StartupTimeline()
         self.config = config = with_app(config)  # a dataflow app: its task and stores
         job = config.job
         self.task_class = load_task_class(config)

@@ -35,20 +35,27 @@ def process_started_at() -> float | None:
 
 
 class StartupTimeline:
-    """Phase marks from the process's start to its first assignment's tasks all ready.
+    """Phase marks from the start to the first assignment's tasks all ready.
 
-    ``started``: the epoch time the process started (default: read from ``/proc``; where it
-    cannot be, the timeline starts when this object is made and says so); ``clock``: the
-    epoch clock (a test's)."""
+    ``started``: the epoch time it starts from (default: now); ``since`` says what that
+    was, in the line; ``clock``: the epoch clock (a test's). :meth:`of_process` starts from
+    the process's own start (the CLI's; a container made inside a longer-lived process
+    starts from its making)."""
 
     def __init__(self, started: float | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 since: str = "the container was made") -> None:
         self.clock = clock
-        found = started if started is not None else process_started_at()
-        self.from_process_start = found is not None
-        self.started = found if found is not None else clock()
+        self.started = started if started is not None else clock()
+        self.since = since
         self.marks: list[tuple[str, float]] = []
         self.reported = False
+
+    @classmethod
+    def of_process(cls) -> StartupTimeline:
+        """A timeline from this process's start (from now where that cannot be read)."""
+        at = process_started_at()
+        return cls() if at is None else cls(at, since="the process started")
 
     def mark(self, phase: str) -> None:
         """``phase`` ended now (it began where the previous one ended). Ignored once the
@@ -73,9 +80,8 @@ class StartupTimeline:
     def line(self, tasks: int) -> str:
         """The log line: the total, then each phase."""
         total = (self.marks[-1][1] - self.started) if self.marks else 0.0
-        since = "the process started" if self.from_process_start else "the container was made"
         parts = "; ".join(f"{phase} {seconds:.3f} s" for phase, seconds in self.phases())
-        return f"start-up: all {tasks} task(s) ready {total:.3f} s after {since}: {parts}"
+        return f"start-up: all {tasks} task(s) ready {total:.3f} s after {self.since}: {parts}"
 
     def ready(self, tasks: int) -> None:
         """The first assignment's ``tasks`` are all open: mark it and log the line, once."""

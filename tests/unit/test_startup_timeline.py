@@ -21,7 +21,7 @@ class Clock:
 def test_phases_run_from_mark_to_mark_and_the_line_is_logged_once(
         caplog: pytest.LogCaptureFixture) -> None:
     clock = Clock(100.25)
-    timeline = StartupTimeline(started=100.0, clock=clock)
+    timeline = StartupTimeline(started=100.0, clock=clock, since="the process started")
     timeline.mark("interpreter, imports and config")
     clock.now = 100.30
     timeline.mark("Kafka reachable")
@@ -49,4 +49,6 @@ def test_the_process_start_is_read_from_proc() -> None:
     # This test process started before the test and after the machine booted; pytest's own
     # start-up and the tests before take seconds to minutes, never days.
     assert time.time() - 86400 < started <= time.time() + 0.02
-    assert StartupTimeline().from_process_start
+    assert StartupTimeline.of_process().since == "the process started"
+    made = StartupTimeline()  # a container made in a longer-lived process: from its making
+    assert made.since == "the container was made" and time.time() - made.started < 1
