@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from millpond.kafka.reading import watermarks
 
@@ -30,6 +30,37 @@ MILLPOND = str(Path(sys.executable).with_name("millpond"))
 def create_topic(bootstrap: str, name: str, partitions: int = 1, **config: str) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(name, partitions, 1, config=config)])[name].result(timeout=30)
+
+
+def topic_layout(bootstrap: str, topic: str) -> tuple[int, dict[str, str]]:
+    """``topic``'s partition count and topic configs, asked by a client whose lookups create
+    nothing (on a broker that auto-creates, a plain admin client's would)."""
+    client = AdminClient({"bootstrap.servers": bootstrap, "allow.auto.create.topics": False})
+    parts = len(client.list_topics(topic, timeout=30).topics[topic].partitions)
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    conf = client.describe_configs([resource])[resource].result(timeout=30)
+    return parts, {name: entry.value for name, entry in conf.items()}
+
+
+class RecordingClient:
+    """A real client whose calls of ``methods`` are recorded (name and first argument) and
+    passed on; everything else goes straight through."""
+
+    def __init__(self, client: Any, *methods: str) -> None:
+        self._client = client
+        self._methods = methods
+        self.calls: list[tuple[str, Any]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        real = getattr(self._client, name)
+        if name not in self._methods:
+            return real
+
+        def record(*args: Any, **kwargs: Any) -> Any:
+            self.calls.append((name, args[0] if args else kwargs.get("topic")))
+            return real(*args, **kwargs)
+
+        return record
 
 
 def produce_users(bootstrap: str, topic: str, n: int, users: int, partitions: int,

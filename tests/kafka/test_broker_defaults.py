@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer
-from confluent_kafka.admin import AdminClient, ConfigResource
+from confluent_kafka.admin import AdminClient
 
 from millpond.changelog.checkpoint import checkpoint_topic
 from tests.conftest import unavailable
 from tests.kafka_util import (
+    RecordingClient,
     counting_job,
     create_topic,
     dump_store,
@@ -24,6 +25,7 @@ from tests.kafka_util import (
     produce_users,
     read_topic,
     run_job,
+    topic_layout,
     write_properties,
 )
 
@@ -60,11 +62,8 @@ def _exists(bootstrap: str, topic: str) -> bool:
 
 
 def _layout(bootstrap: str, topic: str) -> tuple[int, str]:
-    client = AdminClient({"bootstrap.servers": bootstrap, "allow.auto.create.topics": False})
-    parts = len(client.list_topics(topic, timeout=30).topics[topic].partitions)
-    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
-    conf = client.describe_configs([resource])[resource].result(timeout=30)
-    return parts, conf["cleanup.policy"].value
+    parts, conf = topic_layout(bootstrap, topic)
+    return parts, conf["cleanup.policy"]
 
 
 def test_a_new_job_makes_its_own_topics_where_the_broker_would_auto_create_them(
@@ -127,19 +126,9 @@ def test_is_kafka_there_asks_for_one_topic_and_creates_none(
 
     probe = topic_name("ckpt")
     admin = TopicAdmin({"bootstrap.servers": auto_creating}, probe_topic=probe)
-    asked: list[str | None] = []
-    client = admin.admin
-
-    class Watch:
-        def list_topics(self, topic: str | None = None, **kwargs: object) -> object:
-            asked.append(topic)
-            return client.list_topics(topic, **kwargs)
-
-        def __getattr__(self, name: str) -> object:
-            return getattr(client, name)
-
-    admin.admin = Watch()  # type: ignore[assignment]
+    spy = RecordingClient(admin.admin, "list_topics")
+    admin.admin = spy  # type: ignore[assignment]
     assert admin.wait_reachable(10, print)
     assert admin.broker_count() == 1
-    assert asked == [probe, probe]
+    assert spy.calls == [("list_topics", probe), ("list_topics", probe)]
     assert not _exists(auto_creating, probe)

@@ -5,39 +5,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from types import SimpleNamespace
-from typing import Any
 
 import pytest
-from confluent_kafka.admin import AdminClient, ConfigResource
 
 from millpond.kafka.admin import TopicAdmin, check_job_topics
 from millpond.kafka.errors import TopicError
-from tests.kafka_util import create_topic
+from tests.kafka_util import RecordingClient, create_topic, topic_layout
 
 pytestmark = pytest.mark.kafka
 
 
-class _CountingCreates:
-    """The real admin client, with each create_topics request's topics recorded."""
-
-    def __init__(self, client: AdminClient) -> None:
-        self._client = client
-        self.requests: list[list[str]] = []
-
-    def create_topics(self, topics: list[Any], **kwargs: Any) -> Any:
-        self.requests.append(sorted(t.topic for t in topics))
-        return self._client.create_topics(topics, **kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._client, name)
-
-
-def _described(bootstrap: str, topic: str) -> tuple[int, dict[str, str]]:
-    client = AdminClient({"bootstrap.servers": bootstrap})
-    parts = len(client.list_topics(topic, timeout=30).topics[topic].partitions)
-    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
-    conf = client.describe_configs([resource])[resource].result(timeout=30)
-    return parts, {k: v.value for k, v in conf.items()}
+def _requests(spy: RecordingClient) -> list[list[str]]:
+    """Each create_topics request's topic names."""
+    return [sorted(t.topic for t in topics) for _, topics in spy.calls]
 
 
 def test_a_new_jobs_topics_are_created_in_one_request_each_as_asked(
@@ -52,24 +32,24 @@ def test_a_new_jobs_topics_are_created_in_one_request_each_as_asked(
         seen: SimpleNamespace(changelog_topic_config={"segment.ms": "600000"},
                               changelog_replication_factor=1)}
     admin = TopicAdmin({"bootstrap.servers": kafka_bootstrap})
-    spy = _CountingCreates(admin.admin)
+    spy = RecordingClient(admin.admin, "create_topics")
     admin.admin = spy  # type: ignore[assignment]
 
     tasks = check_job_topics(admin, [source, internal], changelogs, checkpoint, dlq,
                              {internal: {"retention.ms": "-1"}})
     assert tasks == 3
-    assert spy.requests == [sorted([counts, seen, checkpoint, dlq, internal])]
+    assert _requests(spy) == [sorted([counts, seen, checkpoint, dlq, internal])]
     for topic, policy in ((counts, "compact"), (seen, "compact"), (checkpoint, "compact"),
                           (dlq, "delete"), (internal, "delete")):
-        parts, conf = _described(kafka_bootstrap, topic)
+        parts, conf = topic_layout(kafka_bootstrap, topic)
         assert (parts, conf["cleanup.policy"]) == (3, policy), topic
-    assert _described(kafka_bootstrap, seen)[1]["segment.ms"] == "600000"
-    assert _described(kafka_bootstrap, internal)[1]["retention.ms"] == "-1"
+    assert topic_layout(kafka_bootstrap, seen)[1]["segment.ms"] == "600000"
+    assert topic_layout(kafka_bootstrap, internal)[1]["retention.ms"] == "-1"
 
     # Started again: every topic is there, nothing is created.
     assert check_job_topics(admin, [source, internal], changelogs, checkpoint, dlq,
                             {internal: {"retention.ms": "-1"}}) == 3
-    assert len(spy.requests) == 1
+    assert len(_requests(spy)) == 1
 
     # A changelog that exists with the wrong partition count is refused, naming it; the
     # new topics beside it were still made in one request.
@@ -79,4 +59,4 @@ def test_a_new_jobs_topics_are_created_in_one_request_each_as_asked(
     with pytest.raises(TopicError, match=f"changelog topic {wrong} has 2 partitions but the "
                                          "job has 3 tasks"):
         check_job_topics(admin, [source], {wrong: plain, fresh: plain}, checkpoint)
-    assert spy.requests[1:] == [[fresh]]
+    assert _requests(spy)[1:] == [[fresh]]
