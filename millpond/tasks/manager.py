@@ -42,7 +42,7 @@ class TaskManager:
         self.inputs = inputs
         self.metrics = metrics
         self._revoking: set[int] = set()  # revoked in a poll's callback, not yet committed
-        self.startup: StartupTimeline | None = None  # the container's, until it is logged
+        self.startup: StartupTimeline | None = None  # the container's (it logs once)
 
     def inputs_of(self, partitions: list[int]) -> list[TopicPartition]:
         """Every input partition of the given tasks. The offset is explicit: a task seeks to
@@ -119,8 +119,7 @@ class TaskManager:
             if self._start(instance):
                 started.append(instance)
         if started and self.startup is not None and not self.opener.pending:
-            self.startup.ready(len(self.tasks))  # (once: the first assignment's)
-            self.startup = None
+            self.startup.ready(len(self.tasks))  # logs once: the first assignment's
         return started
 
     def _start(self, instance: TaskInstance) -> bool:
