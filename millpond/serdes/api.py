@@ -25,5 +25,12 @@ class Serde(ABC, Generic[T]):
     def from_bytes(self, data: bytes) -> T:
         """Deserialize ``data``; raise SerdeError if it is not a valid encoding."""
 
+    @property
+    def sorts_as_objects(self) -> bool:
+        """True if serialized keys sort as the objects do (``a < b`` exactly when
+        ``to_bytes(a) < to_bytes(b)`` as unsigned bytes): a layer above the serde may then
+        merge keys it holds itself into a scan of the layers below (the object cache does)."""
+        return False
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"

@@ -46,6 +46,11 @@ class StringSerde(Serde[str]):
             raise SerdeConfigError(name, f"unknown encoding {encoding!r}") from exc
         self._utf8 = self.encoding == "utf-8"
 
+    @property
+    def sorts_as_objects(self) -> bool:
+        """UTF-8 keeps code point order (other encodings need not)."""
+        return self._utf8
+
     def to_bytes(self, obj: str) -> bytes:
         try:
             return str.encode(obj) if self._utf8 else str.encode(obj, self.encoding)
@@ -76,6 +81,11 @@ class BytesSerde(Serde[bytes]):
 
     def from_bytes(self, data: bytes) -> bytes:
         return data
+
+    @property
+    def sorts_as_objects(self) -> bool:
+        """Bytes compare as unsigned bytes in Python too."""
+        return True
 
 
 def _has_non_finite(obj: Any) -> bool:
@@ -144,6 +154,11 @@ class _OrderedIntSerde(Serde[int]):
 
     def __init__(self, name: str) -> None:
         self.name = name
+
+    @property
+    def sorts_as_objects(self) -> bool:
+        """The offset big-endian layout keeps numeric order."""
+        return True
 
     def to_bytes(self, obj: int) -> bytes:
         if type(obj) is not int and (isinstance(obj, bool) or not isinstance(obj, int)):
@@ -221,6 +236,11 @@ class _TwosComplementSerde(_OrderedIntSerde):
 
     __slots__ = ()
     _offset = 0
+
+    @property
+    def sorts_as_objects(self) -> bool:
+        """Negative numbers sort after the positive ones as bytes."""
+        return False
 
 
 class SamzaIntegerSerde(_TwosComplementSerde):

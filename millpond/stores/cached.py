@@ -10,6 +10,19 @@ Write-back: put/delete only mark the entry dirty. Dirty entries go down to the l
 when a dirty entry is about to be evicted, and when the number of dirty entries reaches
 ``write_batch_size``. So repeated writes to a key between commits cost one write-down.
 
+Two ways a write costs nothing below (Kafka Streams' record cache absorbs the same):
+
+- A key put after the cache saw that the layer below has no value for it (a cached miss) is
+  *fresh* until it is written down; deleting a fresh key forgets the entry (a later get looks
+  below and finds nothing): no engine write and no changelog record, not even a tombstone. A
+  time window that opens and closes between two commits leaves nothing behind.
+- With ``merge_scans`` (the key serde sorts as the objects do: string, bytes, millpond's
+  integers), ``range`` lays the dirty entries in range over the scan of the layer below
+  instead of writing every dirty entry down first. It does so while it is cheap: with more
+  than MERGE_MIN dirty entries (fewer are written down, as before) and at most
+  MERGES_PER_WRITE_DOWN times between write-downs (each such scan looks at every dirty key;
+  a store scanned per record writes down instead).
+
 Bounds (Samza's keys, plus one byte bound in the spirit of Kafka Streams'
 ``statestore.cache.max.bytes``): at most ``cache_size`` entries (object.cache.size; 0 = no
 cache at all, the factory then leaves the layer out), at most ``write_batch_size`` dirty
@@ -60,6 +73,8 @@ WRITE_CHUNK_BYTES = 256 * 1024  # ... this many charged bytes: the serialized co
 # A put over a present value re-measures it one time in this many (its size may have changed:
 # a new object, or the same one mutated); a put where there was no value always is measured.
 RECHARGE_EVERY = 32
+MERGE_MIN = 64  # dirty entries below which a scan writes them down instead of merging
+MERGES_PER_WRITE_DOWN = 8  # merged scans between two write-downs at most
 _MISS = object()
 NOT_CACHED = _MISS  # what peek() returns for a key the cache holds nothing of
 _CLEAN = object()  # journaled prior state: the layer below holds the key's value
@@ -100,6 +115,7 @@ class CachedStore(KeyValueStore[K, V]):
         cache_size: int = DEFAULT_OBJECT_CACHE_SIZE,
         write_batch_size: int = DEFAULT_WRITE_BATCH_SIZE,
         max_bytes: int = DEFAULT_CACHE_MAX_BYTES,
+        merge_scans: bool = False,
     ) -> None:
         for key, value in (
             ("object.cache.size", cache_size),
@@ -121,6 +137,9 @@ class CachedStore(KeyValueStore[K, V]):
         self.max_bytes = max_bytes
         self._cache: OrderedDict[K, V | None] = OrderedDict()  # None = known absent
         self._dirty: dict[K, None] = {}  # keys whose cached value is not written down yet
+        self._fresh: set[K] = set()  # dirty keys the layer below holds no value of
+        self.merge_scans = merge_scans  # keys sort as serialized: range() may merge
+        self._merges = 0  # merged scans since the last write-down
         self._batch = max(1, write_batch_size)  # 0 = write-through: a write-down per write
         self._sizes: dict[K, int] = {}  # each entry's charge (bytes)
         self._bytes = 0  # the sum of the charges
@@ -224,11 +243,23 @@ class CachedStore(KeyValueStore[K, V]):
         cache[key] = value
         dirty = self._dirty
         if key not in dirty:
+            if old is None:  # a clean miss: the layer below holds nothing for the key
+                self._fresh.add(key)
             dirty[key] = None
             if len(dirty) >= self._batch:
                 self._write_dirty()
-        if old is _MISS or old is None:  # a new entry, or a value where none was (a miss)
+        if old is _MISS:  # a new entry
             self._charge(key, value)
+        elif old is None:  # a value where none was (a miss): the key is charged already
+            sizes = self._sizes
+            if key in sizes:
+                size = estimate_size(value)
+                sizes[key] += size
+                self._bytes += size
+                if self._bytes > self.max_bytes:
+                    self._evict()
+            else:
+                self._charge(key, value)
         else:  # a value over a value: re-measured one put in RECHARGE_EVERY
             self._recharge -= 1
             if not self._recharge:
@@ -241,12 +272,19 @@ class CachedStore(KeyValueStore[K, V]):
             raise self._closed_error("delete")
         cache = self._cache
         journal = self._journal
+        dirty = self._dirty
         if journal is not None:
-            journal.append((self, key, cache[key] if key in self._dirty else _CLEAN))
+            journal.append((self, key, cache[key] if key in dirty else _CLEAN))
+        fresh = self._fresh
+        if key in fresh:  # never written down: nothing below to delete, forget the entry
+            fresh.discard(key)
+            del dirty[key]
+            del cache[key]
+            self._bytes -= self._sizes.pop(key, 0)
+            return
         if key in cache:
             self._touch(key)
         cache[key] = None
-        dirty = self._dirty
         if key not in dirty:
             dirty[key] = None
             if len(dirty) >= self._batch:
@@ -268,9 +306,20 @@ class CachedStore(KeyValueStore[K, V]):
     # -- scans --------------------------------------------------------------------------------
 
     def range(self, start: K, end: K) -> KeyValueIterator[K, V]:
-        """Write dirty entries down, then scan the layer below (fresh objects, not cached ones)."""
-        self._write_dirty()
-        return self.inner.range(start, end)
+        """The layer below's entries in range with the dirty ones laid over them (see
+        ``merge_scans``: those are the cached objects themselves), else write every dirty
+        entry down and scan the layer below (fresh objects, not cached ones)."""
+        dirty = self._dirty
+        if (not self.merge_scans or len(dirty) <= MERGE_MIN
+                or self._merges >= MERGES_PER_WRITE_DOWN):
+            self._write_dirty()
+            return self.inner.range(start, end)
+        self._merges += 1
+        cache = self._cache
+        over = sorted([(key, cache[key]) for key in dirty
+                       if start <= key < end])  # type: ignore[operator]
+        below = self.inner.range(start, end)
+        return _Merged(below, over) if over else below
 
     def prefix(self, prefix: K) -> KeyValueIterator[K, V]:
         """Write dirty entries down, then scan the layer below."""
@@ -306,6 +355,7 @@ class CachedStore(KeyValueStore[K, V]):
             self._closed = True
             self._cache.clear()
             self._dirty.clear()
+            self._fresh.clear()
             self._sizes.clear()
             self._bytes = 0
             if self.budget is not None:
@@ -388,6 +438,8 @@ class CachedStore(KeyValueStore[K, V]):
             return
         if self._journal:
             self._settle_journal()
+        self._merges = 0
+        self._fresh.clear()  # (first: a chunk that fails part-way may be below)
         per_chunk = self._chunk_entries()
         if len(dirty) <= per_chunk:
             cache = self._cache
@@ -425,6 +477,7 @@ class CachedStore(KeyValueStore[K, V]):
         """Write ``keys``' dirty entries down as one chunk; they become clean once the layer
         below accepted it."""
         cache, dirty = self._cache, self._dirty
+        self._fresh.difference_update(keys)
         self._write_chunk([(key, cache[key]) for key in keys])
         for key in keys:
             del dirty[key]
@@ -436,6 +489,7 @@ class CachedStore(KeyValueStore[K, V]):
         if prior is _CLEAN:
             self._cache.pop(key, None)
             self._dirty.pop(key, None)
+            self._fresh.discard(key)
             self._bytes -= self._sizes.pop(key, 0)
         else:
             self._cache[key] = prior
@@ -453,12 +507,21 @@ class CachedStore(KeyValueStore[K, V]):
                 journal[i] = (self, key, inner_get(key))
 
     def _write_chunk(self, items: Sequence[tuple[K, V | None]]) -> None:
-        """One write_batch below, remembering the chunk so ``refused_at`` can name its keys."""
+        """One write_batch below, remembering the chunk so ``refused_at`` can name its keys.
+        Deletes written down are forgotten: the entries would only say "absent" (a later
+        get asks below), and a store whose keys come and go (windows) keeps no trail."""
         self._writing = items
         try:
             self._inner_write_batch(items)
         finally:
             self._writing = ()
+        cache, sizes = self._cache, self._sizes
+        freed = 0
+        for key, value in items:
+            if value is None and cache.get(key, _MISS) is None:
+                del cache[key]
+                freed += sizes.pop(key, 0)
+        self._bytes -= freed
 
     def refused_at(self, index: int) -> None:
         """The layers below did not store entry ``index`` of the chunk being written down
@@ -476,6 +539,48 @@ class CachedStore(KeyValueStore[K, V]):
 
     def _closed_error(self, op: str) -> StoreClosedError:
         return StoreClosedError(f"{op}: store is closed", store=self.name)
+
+
+class _Merged(KeyValueIterator[K, V]):
+    """A scan of the layer below with the cache's dirty entries in range laid over it: a
+    dirty value replaces or adds its key, a dirty delete hides it. Both sides are sorted by
+    key; ``over`` is a snapshot taken when the scan began, as the layer below's is."""
+
+    __slots__ = ("_below", "_over", "_i", "_next")
+
+    def __init__(self, below: KeyValueIterator[K, V], over: list[tuple[K, V | None]]) -> None:
+        self._below = below
+        self._over = over
+        self._i = 0
+        self._next: tuple[K, V] | None = self._pull()
+
+    def _pull(self) -> tuple[K, V] | None:
+        for item in self._below:
+            return item
+        return None
+
+    def __next__(self) -> tuple[K, V]:
+        over, below = self._over, self._next
+        while True:
+            i = self._i
+            if i < len(over):
+                key, value = over[i]
+                if below is None or key <= below[0]:  # type: ignore[operator]
+                    self._i = i + 1
+                    if below is not None and key == below[0]:
+                        below = self._next = self._pull()  # replaced or hidden
+                    if value is None:
+                        continue
+                    return key, value
+            if below is None:
+                raise StopIteration
+            self._next = self._pull()
+            return below
+
+    def close(self) -> None:
+        self._below.close()
+        self._over = []
+        self._next = None
 
 
 class CacheBudget:

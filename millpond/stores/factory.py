@@ -92,7 +92,8 @@ def build_stack(
     typed: KeyValueStore[Any, Any] = SerializedStore(below, key_serde, msg_serde, name)
     cache = None
     if object_cache_size > 0 and cache_max_bytes > 0:
-        cache = CachedStore(typed, name, object_cache_size, write_batch_size, cache_max_bytes)
+        cache = CachedStore(typed, name, object_cache_size, write_batch_size, cache_max_bytes,
+                            merge_scans=key_serde.sorts_as_objects)
         if large is not None:
             large.on_drop = cache.refused_at  # a dropped value must not stay visible
         typed = cache

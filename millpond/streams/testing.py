@@ -9,7 +9,10 @@ Pipe records into its sources, read what its sinks sent, look into its stores::
     assert driver.state("counts") == {"alice": 1}
 
 Records carry event timestamps (``pipe(..., timestamp=...)``, else :attr:`TestDriver.now`);
-:meth:`TestDriver.advance_time` moves processing time and fires processing-time timers.
+:meth:`TestDriver.advance_time` moves processing time and fires processing-time timers;
+:meth:`TestDriver.restarted` is the app started again over the same stores (as a task reopened
+from its changelog after a crash), for tests that what an operator keeps only in memory is not
+needed to go on.
 Stores hold what a JSON store would give back (a tuple comes back a list; a value JSON cannot
 hold fails here as it would in the job); a ``key_by`` hands each record on at once, through
 JSON as its internal topic would; a record piped into a global table's topic goes straight
@@ -20,7 +23,8 @@ partitions and the broker are not simulated: test those against a real broker
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import copy
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
@@ -64,7 +68,9 @@ class TestDriver:
 
     __test__ = False  # not a pytest test class, despite its name
 
-    def __init__(self, app: App, start_time: int = 0) -> None:
+    def __init__(self, app: App, start_time: int = 0, *,
+                 stores: Mapping[str, Mapping[Any, Any]] | None = None) -> None:
+        """``stores``: what stores hold at the start (store name -> key -> state)."""
         self.app = app
         self.now = start_time  # processing time (ms): advance it with advance_time()
         self.clock = Clock(lambda: self.now)
@@ -73,6 +79,8 @@ class TestDriver:
         for name, node in app.stores.items():
             if node.kind == "process":
                 self._stores[timers_store(name)] = MemoryStore()
+        for name, data in (stores or {}).items():
+            self.store(name).data.update(data)
         self._outputs: dict[str, list[tuple[Any, Any, int]]] = {t: [] for t in app.sinks}
         self._internal = {self.internal_topic(name) for name in app.repartitions}
         self._chains = chains(app, self)
@@ -151,3 +159,11 @@ class TestDriver:
     def state(self, name: str) -> dict[Any, Any]:
         """Every key's state in stateful operator ``name``'s store."""
         return dict(self.store(name).data)
+
+    def restarted(self) -> TestDriver:
+        """A new driver of the same app over a copy of this one's stores, its operators made
+        afresh (what they kept only in memory is gone), at the same processing time: the
+        job after a crash, restored from its changelogs (here: everything written so far,
+        as at a commit)."""
+        stores = {name: copy.deepcopy(store.data) for name, store in self._stores.items()}
+        return TestDriver(self.app, self.now, stores=stores)

@@ -17,6 +17,7 @@ from millpond.streams.windows import (
     MAX_TIME,
     STREAM_TIME,
     WIDTH,
+    checked_time,
     first_end,
     parse_window_key,
     spec_of,
@@ -61,6 +62,7 @@ def _reloads(env: Any, clock: dict[str, int], store: Any) -> None:
     def reload() -> None:
         clock["now"] = store.get(STREAM_TIME) or -1
         clock["next"] = first_end(store)
+        clock["mark"] = -1  # (time_window: the next advance writes stream time again)
 
     env.clock.reloads.append(reload)
 
@@ -120,16 +122,21 @@ def time_window(node: Node, env: Any, emit: Step) -> Step:
     final, late_to, send = spec.mode == "final", spec.late_to, env.send
     store = env.store(label)
     dumps = orjson.dumps
-    clock = {"now": store.get(STREAM_TIME) or -1, "next": first_end(store)}
+    # "mark": the stream time from which the store's copy must be written again. Only which
+    # window ends stream time has passed (less grace) matters (closing, lateness), and ends
+    # are size + a multiple of step: the copy is written when stream time passes one, not
+    # at every record. A replay from it closes the same windows at the same records.
+    clock = {"now": store.get(STREAM_TIME) or -1, "next": first_end(store), "mark": -1}
     _reloads(env, clock, store)
     updated: set[str] = set()  # windows updated since the last early results by time
+    offset = size % step_ms
+    first_mark = size + grace  # (the first window ends at size)
 
     def close() -> None:
         cutoff = clock["now"] - grace  # windows that end at or before it are closed
         _close_ended(label, store, cutoff, result, emit if final else None, 0)
         # The next window end that can exist (ends are size + a multiple of step): a lower
         # bound, no second scan; a close at a bound with no window there finds nothing.
-        offset = size % step_ms
         clock["next"] = cutoff + 1 + (offset - cutoff - 1) % step_ms
 
     saw_record = _idle_ticks(spec, env, clock, store, close, grace)
@@ -160,8 +167,24 @@ def time_window(node: Node, env: Any, emit: Step) -> Step:
         env.clock.ticks.append(tick)
 
     def step(key: Any, value: Any, ts: int) -> None:
-        t = ts if ts_of is None and 0 <= ts <= MAX_TIME else _time_of(label, ts_of, value, ts)
-        now = _observe(t, clock, store, saw_record)
+        if ts_of is None:
+            t = ts if 0 <= ts <= MAX_TIME else checked_time(label, ts)
+        else:
+            try:
+                t = ts_of(value)
+            except Exception as exc:
+                raise OperatorError(label, exc) from exc
+            if type(t) is not int or not 0 <= t <= MAX_TIME:
+                t = checked_time(label, t)
+        if saw_record is not None:
+            saw_record()
+        now = clock["now"]
+        if t > now:
+            now = clock["now"] = t
+            if t >= clock["mark"]:  # past a window end (less grace) since the last write
+                store.put(STREAM_TIME, t)
+                clock["mark"] = max(first_mark, grace + offset
+                                    + ((t - grace - offset) // step_ms + 1) * step_ms)
         closed = now - grace  # windows ending at or before this are closed
         start = t - t % step_ms
         json_key = dumps(key).decode()

@@ -6,7 +6,8 @@ A window ``[start, end)`` of a key holds one aggregation state in the operator's
 closing windows is one range scan from the start to the closing time, and a closed window
 leaves nothing behind. The operator's stream time (the largest timestamp it has seen) is kept
 in the same store (``~stream-time``, after every window), so a replay after a crash closes the
-same windows at the same records.
+same windows at the same records. (Tumbling and hopping operators write it when it passes a
+window end, less grace: only which ends it has passed decides what closes and what is late.)
 
 A window closes when stream time reaches ``end + grace``; a record whose windows are all closed
 is late: counted, and dropped or sent to the ``late_to`` topic. Session and sliding windows
@@ -56,10 +57,17 @@ def time_of(label: str, ts_of: Callable[[Any], int] | None, value: Any, ts: int)
     operator ``label``."""
     try:
         t = ts if ts_of is None else ts_of(value)
-        if not isinstance(t, int) or not 0 <= t <= MAX_TIME:
-            raise ValueError(f"a record's time must be an int of ms in 0..{MAX_TIME}, got {t!r}")
     except Exception as exc:
         raise OperatorError(label, exc) from exc
+    return checked_time(label, t)
+
+
+def checked_time(label: str, t: Any) -> int:
+    """``t`` if it is a record time (an int of ms in 0..MAX_TIME), else an error naming
+    operator ``label``."""
+    if not isinstance(t, int) or not 0 <= t <= MAX_TIME:
+        raise OperatorError(label, ValueError(
+            f"a record's time must be an int of ms in 0..{MAX_TIME}, got {t!r}"))
     return t
 
 

@@ -5,6 +5,8 @@ equal timestamps, out of order within grace."""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from millpond.streams import App, DataflowError, OperatorError, TestDriver, count, total
@@ -291,3 +293,59 @@ def test_hopping_windows_near_time_zero_start_at_zero() -> None:
     driver = TestDriver(app)
     driver.pipe_all("v", [("k", None, 3), ("k", None, 100)])
     assert driver.read("out") == [("k", {"start": 0, "end": 10, "value": 1})]  # not [-5, 5)
+
+
+def _disordered(n: int, seed: int) -> list[tuple[str, int, int]]:
+    """``n`` records of 3 keys whose times mostly grow, some up to 12 ms back (some within
+    grace, some late)."""
+    rng = random.Random(seed)
+    t, out = 0, []
+    for i in range(n):
+        t += rng.choice([0, 1, 1, 2, 3, 7])
+        out.append((rng.choice("abc"), i, max(0, t - rng.choice([0, 0, 0, 0, 2, 5, 12]))))
+    return out
+
+
+@pytest.mark.parametrize("make", [
+    lambda s: s.tumbling_window(10, grace_ms=3, late_to="late"),
+    lambda s: s.hopping_window(10, 4, grace_ms=2, late_to="late"),
+    lambda s: s.tumbling_window(7, late_to="late"),
+    lambda s: s.session_window(5, grace_ms=3, late_to="late"),
+], ids=["tumbling-grace", "hopping", "tumbling", "session"])
+def test_a_restart_from_the_stores_alone_sends_what_one_uninterrupted_run_sends(make) -> None:
+    """The operator keeps stream time in memory and writes its store's copy only when it
+    matters (tumbling and hopping: when it passes a window end, less grace): an app restarted
+    from its stores alone, at any record, must close the same windows and find the same
+    records late as a run without the restart."""
+    records = _disordered(300, seed=5)
+
+    def app() -> App:
+        a = App()
+        make(a.source("v")).sum("w").final().to("out")
+        return a
+
+    whole = TestDriver(app())
+    whole.pipe_all("v", records)
+    want_out, want_late = whole.read("out"), whole.read("late")
+    assert want_out and want_late  # the data closes windows and has late records
+    for cut in range(1, len(records)):
+        first = TestDriver(app())
+        first.pipe_all("v", records[:cut])
+        out, late = first.read("out"), first.read("late")
+        second = first.restarted()
+        second.pipe_all("v", records[cut:])
+        assert out + second.read("out") == want_out, cut
+        assert late + second.read("late") == want_late, cut
+
+
+def test_the_stores_stream_time_is_written_when_it_passes_a_window_end() -> None:
+    """Not at every record: only which ends stream time has passed matters."""
+    app = App()
+    app.source("v").tumbling_window(10, grace_ms=2).count("c").final().to("out")
+    driver = TestDriver(app)
+    written = []
+    for t in (1, 5, 11, 12, 13, 19, 25, 31, 32):
+        driver.pipe("v", "k", None, t)
+        written.append(driver.state("c")["~stream-time"])
+    # window ends plus grace: 12, 22, 32: the first record's 1, then 12, 25 and 32
+    assert written == [1, 1, 1, 12, 12, 12, 25, 25, 32]
