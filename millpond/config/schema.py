@@ -194,7 +194,8 @@ KEYS: tuple[Key, ...] = (
         "Samza's default is 1000.", "stores", default="100000", minimum=0),
     Key(_S + "write.batch.size", "int", "Dirty entries that force a write-down before the "
         "commit; `0` is write-through. Repeated writes to a key between commits coalesce up "
-        "to it.", "stores", default="50000", minimum=0),
+        "to it. A dataflow's window stores default to 100000.", "stores", default="50000",
+        minimum=0),
     Key(_S + "object.cache.max.bytes", "int", "Memory bound of the object cache per task "
         "(each entry charged `sys.getsizeof` of key and value plus ~150 B when it goes in, when "
         "a `put` follows a miss, and at one `put` in 32 over a value); the cache keeps whichever of this and `object.cache.size` is smaller; `0` "

@@ -26,6 +26,8 @@ from millpond.streams.dataflow import App
 from millpond.streams.errors import DataflowError
 from millpond.streams.timers import timers_store
 
+WINDOW_WRITE_BATCH = 100_000  # a window store's write.batch.size (object.cache.size's default)
+
 APP_KEY = "app.class"
 # A key_by's topic keeps its records until the reading task has committed past them (the job
 # deletes those, as Kafka Streams purges its repartition topics), never by age.
@@ -162,6 +164,12 @@ def compile_properties(props: Properties) -> Properties:
                     props.set(key, value, file, line)
         elif not config.get("job.changelog.system"):
             defaults["changelog"] = f"kafka.{job.name}-{job.id}-{name}-changelog"
+        operator = app.stores.get(name)
+        if operator is not None and operator.kind == "window":
+            # every window is written (a put) and closed (a delete), most of a key space at
+            # each window end: dirty entries up to the object cache's default size before a
+            # write-down, so a window that opens and closes between commits costs nothing
+            defaults["write.batch.size"] = str(WINDOW_WRITE_BATCH)
         for key, value in defaults.items():
             if f"stores.{name}.{key}" not in props:
                 props.set(f"stores.{name}.{key}", value, file, line)

@@ -25,6 +25,7 @@ from millpond.streams.windows import (
 from millpond.streams.windows import time_of as _time_of
 
 Step = Callable[[Any, Any, int], None]
+HEAD = 2 * WIDTH + 2  # the length of a window key's "<end>|<start>|"
 JOIN_SEQ = "~seq"  # the sequence that tells apart a key's records of one time (joins, sliding)
 
 
@@ -85,11 +86,16 @@ def _close_ended(label: str, store: Any, cutoff: int, result: Callable[[Any], An
     scan), first sending each one's result with ``emit`` if given, as
     ``{"start", "end": end - end_shift, "value"}`` timestamped with its last ms (end - 1)."""
     done = []
+    head, end, start = "", 0, 0  # the last "<end>|<start>|" parsed (closed windows share it)
+    loads = orjson.loads
     with store.range("0", f"{cutoff + 1:0{WIDTH}d}") as it:
         for window, state in it:
             done.append(window)
             if emit is not None:
-                end, start, key = parse_window_key(window)
+                if not window.startswith(head) or not head:
+                    head = window[:HEAD]
+                    end, start = int(window[:WIDTH]), int(window[WIDTH + 1:HEAD - 1])
+                key = loads(window[HEAD:])
                 try:
                     out = result(state)
                 except Exception as exc:

@@ -87,3 +87,18 @@ def test_sliding_window_interval_join_and_versioned_table_stores_have_string_key
     assert set(stores) == {"trades-per-second", "quoted", "rate-versions"}
     assert {name: store.key_serde for name, store in stores.items()} == dict.fromkeys(
         stores, "string")
+
+
+def test_a_window_store_writes_down_at_the_object_cache_size_unless_configured(
+    tmp_path: Path,
+) -> None:
+    """A window store's dirty entries (each window put, then deleted when it closes) wait up
+    to the object cache's default size, not the general 50,000, so windows that open and
+    close between two commits reach neither RocksDB nor the changelog; the key still wins."""
+    path = tmp_path / "app.properties"
+    path.write_text(BASE.replace("views_by_page_and_user", "timed_joins"))
+    stores = load_config(path).stores
+    assert stores["trades-per-second"].write_batch_size == 100_000  # the window
+    assert stores["quoted"].write_batch_size == 50_000  # an interval join: the general default
+    stores = load_config(path, ["stores.trades-per-second.write.batch.size=10"]).stores
+    assert stores["trades-per-second"].write_batch_size == 10
