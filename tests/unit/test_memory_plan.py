@@ -3,6 +3,7 @@ change, and the shared RocksDB cache and write-buffer manager every store then u
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
@@ -73,6 +74,32 @@ def test_stores_share_one_block_cache_and_write_buffer_manager(tmp_path: Path) -
     used_cache, used_buffers = shared.usage()
     assert 0 < used_buffers <= used_cache <= 16 * MiB  # three stores' memtables, one cache
     for engine in engines:
+        engine.close()
+
+
+def test_a_reopened_store_reads_into_the_shared_cache_with_its_bloom_filter(
+        tmp_path: Path) -> None:
+    """A store opened over an existing database (every restart) keeps its options: its
+    blocks go to the process's shared cache, its memtables to the write-buffer manager, and
+    its files keep the bloom filter. rocksdict used to reopen the default column family with
+    default table options (a private 8 MB cache, no filter), outside the budget."""
+    shared = use_process_memory(64 * MiB, 4 * MiB, 1 * MiB)
+    options = RocksDbOptions.from_store_properties({})
+    path = tmp_path / "s"
+    engine = RocksDbEngine(path, options)
+    values = [random.Random(i).randbytes(200) for i in range(20_000)]  # incompressible
+    engine.write_batch([(b"k%06d" % i, values[i]) for i in range(20_000)])
+    engine.close()  # flushed: the data is in files now
+    before, _ = shared.usage()
+    engine = RocksDbEngine(path, options)
+    try:
+        assert all(engine.get(b"k%06d" % i) == values[i] for i in range(0, 20_000, 7))
+        after, buffers = shared.usage()
+        assert after - before > 2 * MiB  # the blocks read are charged to the shared cache
+        assert buffers > 0  # its memtable, charged to the write-buffer manager
+        log = (path / "LOG").read_text()
+        assert "filter_policy: bloomfilter" in log and "filter_policy: nullptr" not in log
+    finally:
         engine.close()
 
 

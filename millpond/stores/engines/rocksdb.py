@@ -38,9 +38,15 @@ class RocksDbEngine:
         self._snapshots: weakref.WeakSet[RocksSnapshot] = weakref.WeakSet()
         try:
             self.path.mkdir(parents=True, exist_ok=True)
+            opts = self.options.to_rocksdict()
+            # The default column family's options named as well: rocksdict reopens an
+            # existing database's column families with default table options otherwise (an
+            # 8 MB block cache of its own, no bloom filter, memtables outside the shared
+            # write-buffer manager), so a restarted store left the memory budget.
             self._db = Rdict(
                 str(self.path),
-                self.options.to_rocksdict(),
+                opts,
+                column_families={"default": opts},
                 access_type=self.options.access_type(),
             )
         except Exception as exc:
