@@ -215,6 +215,40 @@ def window_app(config: Any) -> App:
     return app
 
 
+# ---- the joins workload (benchmarks/workloads/joins.py) ----------------------------------
+JOIN_RETENTION_MS = 7 * 24 * 3_600_000  # the versioned table's history (Quix's default grace)
+
+
+def enrich(view: dict[str, Any], profile: dict[str, Any]) -> dict[str, Any]:
+    """A page view joined with its user's profile: what every system of the joins workload
+    sends per stream record (``seq`` names the record, so the output is checked exactly)."""
+    return {"seq": view["seq"], "user_id": view["user_id"], "page": view["page"],
+            "zip": profile["zip"], "tier": profile["tier"]}
+
+
+def join_app(config: Any) -> App:
+    """The joins workload, millpond's stream-table join: ``bench.table`` kept per key in
+    store ``profiles`` (``app.table``), each record of ``bench.input`` joined with its
+    user's row (inner) and sent to ``bench.output``."""
+    app = App()
+    profiles = app.table(_topic(config, "bench.table"), "profiles")
+    (app.source(_topic(config, "bench.input")).peek(_first_mark(config))
+     .join(profiles, enrich).to(_topic(config, "bench.output")))
+    return app
+
+
+def asof_app(config: Any) -> App:
+    """The joins workload as an as-of join (Quix's ``join_asof`` shape): ``bench.table``'s
+    versions by the value's ``ts`` in store ``profiles`` (``app.versioned_table``), each
+    record joined with its user's latest version at or before its own ``ts``."""
+    app = App()
+    profiles = app.versioned_table(_topic(config, "bench.table"), "profiles",
+                                   JOIN_RETENTION_MS, timestamp=event_time)
+    (app.source(_topic(config, "bench.input")).peek(_first_mark(config))
+     .join_asof(profiles, enrich, timestamp=event_time).to(_topic(config, "bench.output")))
+    return app
+
+
 class CappedDocuments(StreamTask):
     """benchmarks/memory_cap.py's read-then-write task (tests.jobs.documents' pattern):
     ``docs[id] = {"n": previous n + 1, "body": message body}``; with

@@ -88,6 +88,12 @@ WIN_KEYS = {"windows": "millpond dataflow windows (effectively-once)",
 WIN_GOALS = (("quix", 5.0, "Quix Streams windows (at-least-once)"),
              ("bytewax", 4.0, "Bytewax windows (recovery on)"))
 WIN_COUNT_SHARE = 0.50
+# The joins workload's target (the windows and joins issue): millpond's stream-table join >= 5x
+# Quix Streams' join_asof on the same table and stream.
+JOIN_KEYS = {"join": "millpond dataflow stream-table join (effectively-once)",
+             "asof": "millpond dataflow as-of join (effectively-once)",
+             "quix": "quix join_asof (at-least-once)"}
+JOIN_GOAL = 5.0
 
 
 def _ceiling_targets(add: Any, prefix: str, row: str, guarantee: str, entry: dict[str, Any],
@@ -243,6 +249,30 @@ def _windows_targets(add: Any, win: dict[str, Any]) -> None:
             "(effectively-once, same topic)", _med(r), WIN_COUNT_SHARE, "fraction",
             "windows msg/s / count msg/s, per round", spread=r, row="windows",
             short=f">= {WIN_COUNT_SHARE:.0%} of the dataflow count")
+
+
+def _joins_targets(add: Any, joins: dict[str, Any]) -> None:
+    """The joins workload: millpond's stream-table join against Quix Streams' join_asof
+    (>= 5x), and its as-of join against the same (information), per run pair and by CPU."""
+    runs = joins.get("runs") or {}
+    theirs = runs.get(JOIN_KEYS["quix"]) or {}
+    if not theirs:
+        return
+    for key, goal, what in (("join", JOIN_GOAL, "stream-table join"),
+                            ("asof", None, "as-of join")):
+        ours = runs.get(JOIN_KEYS[key]) or {}
+        r = paired_ratio(ours, theirs, "msgs_per_s") if ours else None
+        if r is None:
+            continue
+        name = (f"{what} (effectively-once) >= {goal:g}x Quix Streams join_asof" if goal
+                else f"{what} (effectively-once) vs Quix Streams join_asof")
+        add(name, _med(r), goal, "x", "msg/s / msg/s, per run pair", spread=r, row="joins",
+            short=f">= {goal:g}x Quix join_asof" if goal else f"{what} vs Quix join_asof")
+        cpu = paired_ratio(theirs, ours, "cpu_s")
+        if cpu:
+            add(f"{what} (effectively-once) vs Quix Streams join_asof, by CPU s per message",
+                _med(cpu), None, "x", "their CPU s / ours, per run pair", spread=cpu,
+                row="joins", short=f"{what} vs Quix by CPU")
 
 
 def _query_targets(add: Any, eo: dict[str, Any], on: dict[str, Any]) -> None:
@@ -428,6 +458,7 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
 
     _dataflow_targets(add, results.get("dataflow") or {})
     _windows_targets(add, results.get("windows") or {})
+    _joins_targets(add, results.get("joins") or {})
 
     restore = results.get("restore", {})
     m_rs, q_rs = restore.get("millpond restore --full") or {}, restore.get("quix recovery") or {}
@@ -581,7 +612,8 @@ def versions_text(meta: dict[str, Any]) -> str:
              f"broker, `millpond dev kafka`), librdkafka {v.get('librdkafka')} (confluent-kafka "
              f"{v.get('confluent_kafka')}), rocksdict {v.get('rocksdict')}, millpond "
              f"{v.get('millpond')}"]
-    runs_in = {"quix": {"count", "skew", "restore", "dataflow", "windows"}, "faust": {"count"},
+    runs_in = {"quix": {"count", "skew", "restore", "dataflow", "windows",
+                        "joins"}, "faust": {"count"},
                "bytewax": {"dataflow", "windows"}, "pathway": {"count", "dataflow"}}
     ran = {peer for peer, workloads in runs_in.items()
            if peer in (meta.get("systems") or [])
@@ -743,6 +775,10 @@ def markdown(results: dict[str, Any]) -> str:
                               f"{wi.get('span_ms', 0) // 1000} s, "
                               f"{wi.get('windows_expected', 0):,} windows expected"))
         _count_rows(lines, "windows workload", win["runs"], list(WIN_KEYS.values()), {})
+
+    joins = results.get("joins") or {}
+    if joins.get("runs"):
+        _count_rows(lines, "joins workload", joins["runs"], list(JOIN_KEYS.values()), {})
 
     rss = results.get("rss") or {}
     if rss.get("count"):
@@ -1309,6 +1345,17 @@ def readme_table(results: dict[str, Any]) -> str:
         q = wr.get(WIN_KEYS["quix"])
         row("windows", label, _count_cell(wr.get(WIN_KEYS["windows"])),
             _count_cell(q) if q else "", bytewax=_count_cell(wr.get(WIN_KEYS["bytewax"])))
+    jr = (results.get("joins") or {}).get("runs") or {}
+    if jr.get(JOIN_KEYS["join"]):
+        ji = (results.get("joins") or {}).get("input") or {}
+        asof = jr.get(JOIN_KEYS["asof"])
+        label = (f"stream-table join: each page view with its user's profile, "
+                 f"{_many(ji.get('table_rows', 0))}-row table, {_many(ji.get('messages', 0))}"
+                 " stream msgs, effectively-once (the table loaded first)")
+        if asof:
+            label += f" (as-of join, versioned table: {_count_cell(asof)})"
+        q = jr.get(JOIN_KEYS["quix"])
+        row("joins", label, _count_cell(jr.get(JOIN_KEYS["join"])), _count_cell(q) if q else "")
     skew = results.get("skew") or {}
     sk = skew.get("count") or {}
     if sk:

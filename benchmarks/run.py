@@ -65,6 +65,7 @@ from benchmarks.workloads import (
     count,
     dataflow,
     handover,
+    joins,
     latency,
     limits,
     memory,
@@ -77,7 +78,7 @@ from benchmarks.workloads import (
 # Every workload, in the order a run goes through them (``--only`` picks some).
 STEPS: dict[str, Callable[[Harness], None]] = {
     "limits": limits.limits, "count": count.count, "dataflow": dataflow.dataflow,
-    "windows": windows.windows, "skew": count.skew, "rss": count.rss,
+    "windows": windows.windows, "joins": joins.joins, "skew": count.skew, "rss": count.rss,
     "restore": restore.restore, "snapshot-restore": restore.snapshot_restore,
     "store": store.store, "spark": spark.spark, "memory-cap": memory.memory_cap,
     "latency": latency.latency, "handover": handover.handover}
@@ -91,13 +92,15 @@ FULL = {"messages": 2_000_000, "users": 100_000, "faust_messages": 30_000,
         "spark_bootstrap_records": 2_000_000, "large_records": 200_000, "restore_sizes": "2000000,4000000,8000000",
         "skew_messages": 2_000_000, "skew_users": 1_000_000, "rss_messages": 2_000_000,
         "rss_users": 1_000_000, "snapshot_records": 4_000_000, "memcap_keys": 1_600_000,
-        "latency_rates": "5000,20000", "latency_seconds": 30.0}
+        "latency_rates": "5000,20000", "latency_seconds": 30.0,
+        "join_table_rows": 1_000_000}
 QUICK = {"messages": 20_000, "users": 2_000, "faust_messages": 5_000, "store_ops": 20_000,
          "hot_ops": 20_000, "spark_records": 20_000, "spark_large_records": 2_000, "spark_bootstrap_records": 20_000,
          "large_records": 5_000,
          "restore_sizes": "5000,20000", "skew_messages": 20_000, "skew_users": 10_000,
          "rss_messages": 20_000, "rss_users": 10_000, "snapshot_records": 20_000,
-         "memcap_keys": 20_000, "latency_rates": "500", "latency_seconds": 3.0}
+         "memcap_keys": 20_000, "latency_rates": "500", "latency_seconds": 3.0,
+         "join_table_rows": 2_000}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -152,6 +155,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "--quick 20k)")
     p.add_argument("--rss-users", type=int,
                    help="users of the rss workload's topic (default 1M; --quick 10k)")
+    p.add_argument("--join-table-rows", type=int,
+                   help="rows of the joins workload's table, one per user of its page views "
+                        "(default 1M; --quick 2k)")
     p.add_argument("--store-ops", type=int, help="store micro-benchmark keys (default 1M)")
     p.add_argument("--hot-ops", type=int,
                    help="puts and gets of the one hot key in store_hot.py (default 2M)")

@@ -5,6 +5,7 @@
     python quix_count.py dump    SPEC.json   # read the state dir: {user: count} (not timed)
     python quix_count.py windows SPEC.json   # 1-minute tumbling count per key to spec output
     python quix_count.py latency SPEC.json   # per-user count, each update to spec output, until SIGTERM
+    python quix_count.py join    SPEC.json   # stream join_asof table to spec output (two phases)
 
 SPEC.json holds bootstrap, topic, group, state_dir, guarantee, messages, commit_interval and
 out (where this writes its JSON report). The count is the per-key state of the message
@@ -91,6 +92,52 @@ def windows(spec: dict) -> dict:
             **_usage()}
 
 
+def join(spec: dict) -> dict:
+    """The joins workload: ``stream.join_asof(table)`` (inner; both topics' event time is the
+    value's ``ts``, every table row older than every stream record), each match merged as
+    benchmarks/jobs.py's ``enrich`` merges it and sent to the output topic. Phase ``load``
+    reads the table (the stream topic is still empty) and stops once all ``table_rows`` are
+    stored (Quix's ``stop`` commits the checkpoint); phase ``join`` is the same app, group
+    and state dir over the filled stream topic, stopped after ``outputs`` results. Two
+    phases because Quix reads both topics at once: a page view read before its user's row
+    would find nothing."""
+    started = time.time()
+    app = _application(spec)
+    first: list[float] = []
+    rows = [0]
+    want_rows = int(spec["table_rows"])
+
+    def ts(value, headers, timestamp, timestamp_type):  # type: ignore[no-untyped-def]
+        return value["ts"]
+
+    def seen(value):  # type: ignore[no-untyped-def]
+        rows[0] += 1
+        if rows[0] == want_rows and spec["phase"] == "load":
+            app.stop()
+
+    def enrich(view, profile):  # type: ignore[no-untyped-def]
+        if not first:
+            first.append(time.time())
+        return {"seq": view["seq"], "user_id": view["user_id"], "page": view["page"],
+                "zip": profile["zip"], "tier": profile["tier"]}
+
+    table = app.topic(spec["table"], key_deserializer="str", value_deserializer="json",
+                      timestamp_extractor=ts)
+    stream = app.topic(spec["topic"], key_deserializer="str", value_deserializer="json",
+                       timestamp_extractor=ts)
+    output = app.topic(spec["output"], key_serializer="str", value_serializer="json")
+    right = app.dataframe(table).update(seen)
+    sdf = app.dataframe(stream).join_asof(right, how="inner", on_merge=enrich)
+    sdf.to_topic(output)
+    if spec["phase"] == "load":
+        app.run(timeout=float(spec.get("load_timeout", 600)))
+    else:
+        app.run(count=int(spec["outputs"]), collect=False)
+    ended = time.time()
+    return {"started": started, "first_message": first[0] if first else None, "ended": ended,
+            "table_rows_read": rows[0], **_usage()}
+
+
 def latency(spec: dict) -> dict:
     """The latency workload (benchmarks/workloads/latency.py): for every input
     ``{"user_id", "seq", "ts_ms"}`` the user's count + 1 in state and one record
@@ -168,5 +215,5 @@ if __name__ == "__main__":
     from peer_main import main  # this directory, first on sys.path when run as a script
 
     main({"count": count, "recover": recover, "dump": dump, "windows": windows,
-          "latency": latency},
+          "latency": latency, "join": join},
          ("quixstreams", "confluent-kafka", "rocksdict"))

@@ -106,3 +106,40 @@ def test_windows_targets_pair_runs() -> None:
     assert round(share["value"], 6) == round(100 / 150, 6) and share["status"] == "pass"
     table = report.readme_table({**results, "meta": _meta(), "workload_conditions": {}})
     assert "tumbling count per user" in table and ">= 5x Quix Streams windows" in table
+
+
+def test_join_apps_send_every_view_with_its_users_profile() -> None:
+    """The joins workload's apps on its own generated data, the table piped first (as the
+    workload loads it first): every page view comes out once, enriched as joins.reference
+    says; the as-of app too, its versions by the value's ts."""
+    from benchmarks import data
+    from benchmarks.workloads import joins
+
+    table = joins.table_dataset(50, 1)
+    stream = data.make_dataset(400, 50, 1)
+    want = joins.reference(stream)
+    assert len(want) == 400 and len({row[1] for row in want.values()}) > 10
+    config = {**CONFIG, "bench.table": "kafka.profiles"}
+    for app in (jobs.join_app, jobs.asof_app):
+        driver = TestDriver(app(config))
+        driver.pipe_all("profiles", [(k.decode(), orjson.loads(v)) for k, v, _ in table.records])
+        driver.pipe_all("views", [(k.decode(), orjson.loads(v)) for k, v, _ in stream.records])
+        sent = driver.read("out")
+        got = {str(v["seq"]): [v["user_id"], v["zip"], v["tier"]] for _, v in sent}
+        assert len(got) == len(sent) == 400, app.__name__
+        assert got == want, app.__name__
+
+
+def test_joins_targets_pair_runs() -> None:
+    runs = {report.JOIN_KEYS[k]: {"runs": [_run(*a)]} for k, a in (
+        ("join", (120.0, 10.0)), ("asof", (60.0, 20.0)), ("quix", (20.0, 40.0)))}
+    results = {"joins": {"runs": runs, "input": {"messages": 1_000_000, "table_rows": 100}}}
+    got = {t["target"]: t for t in report.targets(results)}
+    join = got["stream-table join (effectively-once) >= 5x Quix Streams join_asof"]
+    assert join["value"] == 6.0 and join["status"] == "pass"
+    asof = got["as-of join (effectively-once) vs Quix Streams join_asof"]
+    assert asof["value"] == 3.0 and asof["goal"] is None
+    assert got["stream-table join (effectively-once) vs Quix Streams join_asof, by CPU s per "
+               "message"]["value"] == 4.0
+    table = report.readme_table({**results, "meta": _meta(), "workload_conditions": {}})
+    assert "stream-table join" in table and ">= 5x Quix join_asof" in table

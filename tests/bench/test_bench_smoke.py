@@ -189,3 +189,24 @@ def test_quick_pathway_count_counts_exactly(kafka_bootstrap: str, tmp_path: Path
     assert "count: " + report.PATHWAY_KEY in (out / "results.md").read_text()
     table = (out / "readme-table.md").read_text()
     assert "| Pathway |" in table and "pathway 0.33.0" in table
+
+
+@pytest.mark.slow  # four millpond runs, ~15 s (make test-slow)
+def test_quick_joins_run_joins_every_view_exactly(kafka_bootstrap: str, tmp_path: Path) -> None:
+    """The joins workload on a 200-row table and 2,000 page views: each millpond app (the
+    stream-table join and the as-of join) loads the table in a bounded run over an empty
+    stream topic, then joins the filled topic in a second run of the same job; every view
+    comes out once with its user's profile, read back from the output topic."""
+    results, out = run_bench(kafka_bootstrap, tmp_path, "--runs", "1", "--only", "joins",
+                             "--systems", "millpond", "--messages", "2000",
+                             "--join-table-rows", "200")
+    joins = results["joins"]
+    assert joins["input"]["table_rows"] == 200 and joins["input"]["messages"] == 2_000
+    for key in (report.JOIN_KEYS["join"], report.JOIN_KEYS["asof"]):
+        entry = joins["runs"][key]
+        assert entry["good_runs"] == 1 and not entry["wrong"] and not entry["failed"], entry
+        run = entry["runs"][0]
+        assert run["correct"] is True and run["keys"] == 2_000
+        assert run["output"] == {"duplicates": 0, "malformed": 0, "records": 2_000}
+        assert run["load_wall_s"] > 0 and run["msgs_per_s"] > 0
+    assert "joins workload: " + report.JOIN_KEYS["join"] in (out / "results.md").read_text()
