@@ -246,6 +246,20 @@ def asof_app(config: Any) -> App:
                                    JOIN_RETENTION_MS, timestamp=event_time)
     (app.source(_topic(config, "bench.input")).peek(_first_mark(config))
      .join_asof(profiles, enrich, timestamp=event_time).to(_topic(config, "bench.output")))
+
+SESSION_GAP_MS = 30 * 60_000  # the sessions workload's inactivity gap (30 minutes)
+
+
+def session_app(config: Any) -> App:
+    """The sessions workload (benchmarks/workloads/sessions.py): a session-window count per
+    key by the value's ``ts`` with a SESSION_GAP_MS gap, final results only (``{"start",
+    "end", "value"}``: the session's first and last record's time and its record count, once
+    per key and session when the operator's stream time reaches ``end + gap``; grace 0), sent
+    to ``bench.output``. window_app's shape with ``session_window`` for ``tumbling_window``."""
+    app = App()
+    (app.source(_topic(config, "bench.input")).peek(_first_mark(config))
+     .session_window(SESSION_GAP_MS, timestamp=event_time).count("sessions").final()
+     .to(_topic(config, "bench.output")))
     return app
 
 

@@ -94,6 +94,11 @@ JOIN_KEYS = {"join": "millpond dataflow stream-table join (effectively-once)",
              "asof": "millpond dataflow as-of join (effectively-once)",
              "quix": "quix join_asof (at-least-once)"}
 JOIN_GOAL = 5.0
+# The sessions workload's target (issue #30): the session-window count's peak RSS over 1M
+# users <= 1.5x the tumbling count's on the same topic (benchmarks/workloads/sessions.py).
+SES_KEYS = {"tumbling": "millpond dataflow tumbling 1-minute count (effectively-once)",
+            "sessions": "millpond dataflow session count, 30-minute gap (effectively-once)"}
+SES_RSS_FACTOR = 1.5
 
 
 def _ceiling_targets(add: Any, prefix: str, row: str, guarantee: str, entry: dict[str, Any],
@@ -273,6 +278,19 @@ def _joins_targets(add: Any, joins: dict[str, Any]) -> None:
             add(f"{what} (effectively-once) vs Quix Streams join_asof, by CPU s per message",
                 _med(cpu), None, "x", "their CPU s / ours, per run pair", spread=cpu,
                 row="joins", short=f"{what} vs Quix by CPU")
+
+
+def _sessions_targets(add: Any, ses: dict[str, Any]) -> None:
+    """The sessions workload: the session count's peak RSS over the tumbling count's, per
+    round (<= 1.5x)."""
+    runs = ses.get("runs") or {}
+    ours, tumbling = runs.get(SES_KEYS["sessions"]) or {}, runs.get(SES_KEYS["tumbling"]) or {}
+    r = paired_ratio(ours, tumbling, "maxrss_mb") if ours and tumbling else None
+    if r is not None:
+        add(f"millpond session windows peak RSS <= {SES_RSS_FACTOR:g}x tumbling", _med(r),
+            SES_RSS_FACTOR, "x", "session run's peak RSS / tumbling run's, per round",
+            higher_is_better=False, spread=r, row="sessions",
+            short=f"peak RSS <= {SES_RSS_FACTOR:g}x tumbling")
 
 
 def _query_targets(add: Any, eo: dict[str, Any], on: dict[str, Any]) -> None:
@@ -459,6 +477,7 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     _dataflow_targets(add, results.get("dataflow") or {})
     _windows_targets(add, results.get("windows") or {})
     _joins_targets(add, results.get("joins") or {})
+    _sessions_targets(add, results.get("sessions") or {})
 
     restore = results.get("restore", {})
     m_rs, q_rs = restore.get("millpond restore --full") or {}, restore.get("quix recovery") or {}
@@ -779,6 +798,15 @@ def markdown(results: dict[str, Any]) -> str:
     joins = results.get("joins") or {}
     if joins.get("runs"):
         _count_rows(lines, "joins workload", joins["runs"], list(JOIN_KEYS.values()), {})
+    ses = results.get("sessions") or {}
+    if ses.get("runs"):
+        si = ses.get("input") or {}
+        lines.append(f"| **Sessions topic** | | | | | | {si.get('messages', 0):,} msgs over "
+                     f"{si.get('users', 0):,} users, ts over {si.get('span_ms', 0) // 60_000} "
+                     f"min, gap {si.get('gap_ms', 0) // 60_000} min: "
+                     f"{si.get('sessions_expected', 0):,} sessions and "
+                     f"{si.get('windows_expected', 0):,} windows expected |")
+        _count_rows(lines, "sessions workload", ses["runs"], list(SES_KEYS.values()), {})
 
     rss = results.get("rss") or {}
     if rss.get("count"):
@@ -1356,6 +1384,15 @@ def readme_table(results: dict[str, Any]) -> str:
             label += f" (as-of join, versioned table: {_count_cell(asof)})"
         q = jr.get(JOIN_KEYS["quix"])
         row("joins", label, _count_cell(jr.get(JOIN_KEYS["join"])), _count_cell(q) if q else "")
+    sr = (results.get("sessions") or {}).get("runs") or {}
+    if sr.get(SES_KEYS["sessions"]):
+        si = (results.get("sessions") or {}).get("input") or {}
+        row("sessions", f"dataflow session-window count per user (gap "
+            f"{si.get('gap_ms', 0) // 60_000} min), final results, by event time, "
+            f"{_many(si.get('messages', 0))} msgs, {_many(si.get('users', 0))} users, "
+            "effectively-once (1-minute tumbling count of the same topic: "
+            f"{_count_cell(sr.get(SES_KEYS['tumbling']))})",
+            _count_cell(sr.get(SES_KEYS["sessions"])))
     skew = results.get("skew") or {}
     sk = skew.get("count") or {}
     if sk:

@@ -18,7 +18,10 @@ ceiling, Bytewax 0.21 and Quix Streams; and filter -> key_by -> count -> to besi
 count -> to: the repartition hop's cost), ``windows`` (a 1-minute tumbling count per user
 with final results by the value's event time: millpond's dataflow, Quix Streams and Bytewax
 0.21, each checked against the exact windows of the data, beside millpond's plain dataflow
-count of the same topic; benchmarks/workloads/windows.py), ``skew`` (the same count on a Zipf-keyed topic, 2M
+count of the same topic; benchmarks/workloads/windows.py), ``sessions`` (a session-window
+count per user, 30-minute gap, beside the 1-minute tumbling count on one topic of --messages
+over --rss-users users: peak RSS, sessions <= 1.5x tumbling; benchmarks/workloads/sessions.py),
+``skew`` (the same count on a Zipf-keyed topic, 2M
 messages over 1M users with exponent 1.1: hot keys and a long tail; millpond and Quix Streams,
 with that topic's own consume and consume + decode ceilings), ``rss`` (peak RSS of the
 millpond count with defaults on a uniform topic over 1M users), ``restore`` (rebuild the
@@ -70,6 +73,7 @@ from benchmarks.workloads import (
     limits,
     memory,
     restore,
+    sessions,
     spark,
     store,
     windows,
@@ -78,7 +82,8 @@ from benchmarks.workloads import (
 # Every workload, in the order a run goes through them (``--only`` picks some).
 STEPS: dict[str, Callable[[Harness], None]] = {
     "limits": limits.limits, "count": count.count, "dataflow": dataflow.dataflow,
-    "windows": windows.windows, "joins": joins.joins, "skew": count.skew, "rss": count.rss,
+    "windows": windows.windows, "sessions": sessions.sessions, "joins": joins.joins,
+    "skew": count.skew, "rss": count.rss,
     "restore": restore.restore, "snapshot-restore": restore.snapshot_restore,
     "store": store.store, "spark": spark.spark, "memory-cap": memory.memory_cap,
     "latency": latency.latency, "handover": handover.handover}

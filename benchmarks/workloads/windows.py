@@ -129,9 +129,10 @@ def _output(h: Harness, tag: str) -> str:
 
 
 def millpond_windows(h: Harness, topic: str, messages: int, tag: str,
-                     want: dict[str, list[int]]) -> dict[str, Any]:
-    """One ``millpond run --bounded`` of ``window_app`` (effectively-once), checked from its
-    output topic."""
+                     want: dict[str, list[int]], app: str = "window_app") -> dict[str, Any]:
+    """One ``millpond run --bounded`` of ``app`` (``window_app``; the sessions workload's
+    ``session_app`` too: the same ``{"start", "end", "value"}`` results), effectively-once,
+    checked from its output topic."""
     ctx = h.ctx
     guarantee = "effectively-once"
     name = f"mpw-{ctx.salt}-{tag}"
@@ -140,12 +141,12 @@ def millpond_windows(h: Harness, topic: str, messages: int, tag: str,
     timing, config = run_dir / "timing.json", run_dir / "job.properties"
     output = _output(h, tag)
     props = systems.millpond_props(ctx, name, topic, guarantee, run_dir / "state", timing,
-                                   "window_app", output)
+                                   app, output)
     config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
     child = run_child([MILLPOND, "run", "--config", str(config), "--bounded"],
                       timeout=ctx.timeout, logdir=run_dir, name="run")
     res: dict[str, Any] = {"system": "millpond", "guarantee": guarantee, "job": name,
-                           "config": str(config), "messages": messages, "app": "window_app"}
+                           "config": str(config), "messages": messages, "app": app}
     res.update(systems._child_fields(child))
     if child.returncode != 0:
         return {**res, "ok": False, "error": f"exit {child.returncode}: {child.tail()}"}

@@ -71,9 +71,13 @@ def checked_time(label: str, t: Any) -> int:
     return t
 
 
-def first_end(store: Any) -> int:
-    """The earliest window end in ``store`` (past :data:`MAX_TIME` if it has no window)."""
-    with store.range("0", ":") as it:  # window keys start with digits (':' follows '9')
+def first_end(store: Any, lower: int = 0) -> int:
+    """The earliest window end in ``store`` (past :data:`MAX_TIME` if it has no window), at
+    or after ``lower`` (an operator that knows no window ends before it says so: the scan
+    then seeks past the deletes of the windows it closed, which RocksDB would otherwise step
+    over one by one until a compaction drops them)."""
+    # window keys start with digits (':' follows '9')
+    with store.range(f"{lower:0{WIDTH}d}" if lower else "0", ":") as it:
         for window, _ in it:
             return int(window[:WIDTH])
     return MAX_TIME + 1

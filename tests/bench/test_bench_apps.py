@@ -12,6 +12,7 @@ import orjson
 
 from benchmarks import jobs, report
 from benchmarks.data import PAGES
+from benchmarks.harness import summarize_runs
 from millpond.streams import TestDriver
 
 CONFIG = {"bench.input": "kafka.views", "bench.output": "kafka.out"}
@@ -87,6 +88,72 @@ def test_window_app_sends_the_reference_windows_once_each() -> None:
     got = {f"{k}|{v['start']}": [v["end"], v["value"]] for k, v in sent}
     assert len(got) == len(sent)  # none twice
     assert got == want
+
+
+def test_session_app_sends_the_reference_sessions_once_each() -> None:
+    """The sessions workload's app on its own generated data (shuffled users, the flush
+    records): every session of the data is sent once, as sessions.session_reference computes
+    them (some users' records in one session, some in two); only the flush keys' sessions
+    stay open. The tumbling app on the same data sends windows.reference's windows."""
+    from benchmarks.workloads import sessions, windows
+
+    ds = sessions.session_dataset(3_000, 1_000, 1, seed=14)  # one partition: one task
+    want = sessions.session_reference(ds)
+    counts = Counter(n for _, n in want.values())
+    assert sum(n * c for n, c in counts.items()) == 3_000
+    assert counts[1] > 100 and counts[2] + counts[3] > 100  # sessions of one and of several
+    records = [(k.decode(), orjson.loads(v)) for k, v, _ in ds.records]
+    for app, expected in ((jobs.session_app, want), (jobs.window_app, windows.reference(ds))):
+        driver = TestDriver(app(CONFIG))
+        driver.pipe_all("views", records)
+        sent = driver.read("out")
+        got = {f"{k}|{v['start']}": [v["end"], v["value"]] for k, v in sent}
+        assert len(got) == len(sent), app.__name__  # none twice
+        assert got == expected, app.__name__
+
+
+def test_session_reference_splits_at_the_gap() -> None:
+    """The operator's rule: a record joins a session when it is less than the gap after its
+    last record; exactly the gap apart starts a new one."""
+    from benchmarks import data
+    from benchmarks.workloads import sessions
+
+    gap = sessions.GAP_MS
+    times = [0, gap - 1, 2 * gap - 2, 3 * gap + 5]  # the first three joined, then a new one
+    recs = [(b"u", orjson.dumps({"ts": t}), 0) for t in times]
+    ds = data.Dataset(len(recs), 1, 1, recs)
+    assert sessions.session_reference(ds) == {"u|0": [2 * gap - 2, 3],
+                                              f"u|{3 * gap + 5}": [3 * gap + 5, 1]}
+    boundary = [(b"v", orjson.dumps({"ts": t}), 0) for t in (0, gap)]
+    driver = TestDriver(jobs.session_app(CONFIG))
+    driver.pipe_all("views", [(k.decode(), orjson.loads(v)) for k, v, _ in boundary]
+                    + [("w", {"ts": 10 * gap})])
+    assert driver.read("out") == [("v", {"start": 0, "end": 0, "value": 1}),
+                                  ("v", {"start": gap, "end": gap, "value": 1})]
+    assert sessions.session_reference(data.Dataset(2, 1, 1, boundary)) == {
+        "v|0": [0, 1], f"v|{gap}": [gap, 1]}
+
+
+def test_sessions_target_pairs_runs_by_peak_rss() -> None:
+    from benchmarks.workloads import sessions
+
+    def run(mb: float) -> dict[str, Any]:
+        return {**_run(100.0, 10.0), "maxrss_mb": mb}
+
+    runs = {sessions.TUMBLING: [run(200.0), run(200.0)],
+            sessions.SESSIONS: [run(280.0), run(320.0)]}
+    (t,) = sessions.targets(runs)
+    assert t["median"] == 1.5 and t["status"] == "pass"
+    assert t["target"] == "millpond session windows peak RSS <= 1.5x tumbling"
+    runs[sessions.SESSIONS][0]["maxrss_mb"] = 400.0
+    assert sessions.targets(runs)[0]["status"] == "miss"
+    results = {"sessions": {"runs": {k: summarize_runs(rs) for k, rs in runs.items()},
+                            "input": {"messages": 1_000_000, "users": 100},
+                            "targets": sessions.targets(runs)}}
+    got = {t["target"]: t for t in report.targets(results)}
+    assert got["millpond session windows peak RSS <= 1.5x tumbling"]["status"] == "miss"
+    table = report.readme_table({**results, "meta": _meta(), "workload_conditions": {}})
+    assert "session-window count per user" in table and "<= 1.5x tumbling" in table
 
 
 def test_windows_targets_pair_runs() -> None:

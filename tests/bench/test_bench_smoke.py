@@ -210,3 +210,33 @@ def test_quick_joins_run_joins_every_view_exactly(kafka_bootstrap: str, tmp_path
         assert run["output"] == {"duplicates": 0, "malformed": 0, "records": 2_000}
         assert run["load_wall_s"] > 0 and run["msgs_per_s"] > 0
     assert "joins workload: " + report.JOIN_KEYS["join"] in (out / "results.md").read_text()
+
+
+def test_quick_sessions_run_is_exact_and_has_its_rss_target(kafka_bootstrap: str,
+                                                            tmp_path: Path) -> None:
+    """The sessions workload at --quick sizes (20k messages over 10k users, shuffled): the
+    session-window count and the 1-minute tumbling count each send exactly the reference's
+    sessions / windows (none twice, the flush keys' left open), and the peak-RSS target
+    (sessions <= 1.5x tumbling; pass or miss: --quick sizes measure nothing) is in the
+    results, the targets and the README table."""
+    results, out = run_bench(kafka_bootstrap, tmp_path, "--quick", "--runs", "1", "--only",
+                             "sessions", "--systems", "millpond")
+    ses = results["sessions"]
+    assert ses["input"]["users"] == 10_000 and ses["input"]["messages"] == 20_004
+    assert 0 < ses["input"]["sessions_of_more_than_one_record"] < 10_000
+    expected = {report.SES_KEYS["tumbling"]: ses["input"]["windows_expected"],
+                report.SES_KEYS["sessions"]: ses["input"]["sessions_expected"]}
+    for key, keys in expected.items():
+        entry = ses["runs"][key]
+        assert entry["good_runs"] == 1 and not entry["wrong"] and not entry["failed"], entry
+        run = entry["runs"][0]
+        assert run["correct"] is True and run["keys"] == keys  # each user's, exactly
+        assert run["output"]["duplicates"] == 0 and run["output"]["flush"] == 0
+        assert run["msgs_per_s"] > 0 and run["cpu_s"] > 0 and run["maxrss_mb"] > 10
+    (mine,) = ses["targets"]
+    assert mine["target"] == "millpond session windows peak RSS <= 1.5x tumbling"
+    assert mine["status"] in ("pass", "miss") and mine["rounds"][0]["ratio"] > 0
+    t = next(t for t in results["targets"] if t["row"] == "sessions")
+    assert t["target"] == mine["target"] and t["status"] == mine["status"]
+    assert "sessions workload: " + report.SES_KEYS["sessions"] in (out / "results.md").read_text()
+    assert "peak RSS <= 1.5x tumbling: " in (out / "readme-table.md").read_text()
