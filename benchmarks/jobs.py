@@ -246,6 +246,8 @@ def asof_app(config: Any) -> App:
                                    JOIN_RETENTION_MS, timestamp=event_time)
     (app.source(_topic(config, "bench.input")).peek(_first_mark(config))
      .join_asof(profiles, enrich, timestamp=event_time).to(_topic(config, "bench.output")))
+    return app
+
 
 SESSION_GAP_MS = 30 * 60_000  # the sessions workload's inactivity gap (30 minutes)
 
