@@ -31,9 +31,10 @@ from typing import Any
 import orjson
 
 from benchmarks import data, systems
-from benchmarks.common import MILLPOND, load_average, run_child
+from benchmarks.common import MILLPOND, Child, load_average, run_child
 from benchmarks.harness import Harness, say, say_run, summarize_runs
 from benchmarks.workloads.count import _failed
+from benchmarks.workloads.windows import _check, _output, paired
 
 TABLE_TS = data.TS0 - 60_000  # every profile's ts: a minute before the first page view
 TIERS = ("free", "pro", "team")
@@ -90,34 +91,14 @@ def results_of(bootstrap: str, topic: str) -> tuple[dict[str, list[str]], dict[s
     return got, other
 
 
-def _check(res: dict[str, Any], ctx: systems.Ctx, output: str,
-           want: dict[str, list[str]]) -> dict[str, Any]:
-    got, other = results_of(ctx.bootstrap, output)
-    res.update(systems.compare(got, want))
-    res["output"] = other
-    if other["duplicates"] or other["malformed"]:
-        res["correct"] = False
-    res["ok"] = True
-    return res
-
-
-def _topic(h: Harness, kind: str, tag: str) -> str:
-    """An empty topic of this run (a run's stream input, or its output)."""
-    topic = f"millpond-bench-{kind}-{h.salt}-{tag}"
-    data.create_topic(h.args.bootstrap, topic, h.args.partitions)
-    h.topics.append(topic)
-    return topic
-
-
 def _fill(h: Harness, topic: str, stream: data.Dataset) -> None:
     rate = data.produce(h.args.bootstrap, topic, stream)
     say(f"joins: {topic} filled, {stream.messages:,} msgs, {rate['msgs_per_s']:,.0f} msg/s")
 
 
-def _load_fields(child: Any) -> dict[str, Any]:
-    f = systems._child_fields(child)
-    return {"load_wall_s": child.exited - child.started, "load_cpu_s": f.get("cpu_s"),
-            "load_maxrss_mb": f.get("maxrss_mb")}
+def _load_fields(child: Child) -> dict[str, Any]:
+    return {"load_wall_s": child.wall_s, "load_cpu_s": child.cpu_s,
+            "load_maxrss_mb": child.maxrss_mb}
 
 
 def millpond_join(h: Harness, key: str, table: str, stream: data.Dataset, tag: str,
@@ -130,7 +111,7 @@ def millpond_join(h: Harness, key: str, table: str, stream: data.Dataset, tag: s
     run_dir = ctx.work / name
     run_dir.mkdir(parents=True, exist_ok=True)
     timing, config = run_dir / "timing.json", run_dir / "job.properties"
-    topic, output = _topic(h, "joinin", tag), _topic(h, "joinout", tag)
+    topic, output = _output(h, tag, "joinin"), _output(h, tag, "joinout")
     props = systems.millpond_props(ctx, name, topic, guarantee, run_dir / "state", timing,
                                    APPS[key], output)
     props["bench.table"] = f"kafka.{table}"
@@ -154,7 +135,7 @@ def millpond_join(h: Harness, key: str, table: str, stream: data.Dataset, tag: s
     marks = json.loads(timing.read_text()) if timing.exists() else {}
     res.update(systems._rates(stream.messages, child.started, marks.get("first_message"),
                               child.exited))
-    return _check(res, ctx, output, want)
+    return _check(res, ctx, output, want, results_of)
 
 
 def quix_join(h: Harness, table: str, rows: int, stream: data.Dataset, tag: str,
@@ -162,9 +143,9 @@ def quix_join(h: Harness, table: str, rows: int, stream: data.Dataset, tag: str,
     """Quix's ``join_asof`` app: phase ``load`` until every table row is stored, then the
     stream topic filled and phase ``join`` (same group and state dir), timed."""
     ctx = h.ctx
-    topic = _topic(h, "joinin", f"q{tag}")
+    topic = _output(h, f"q{tag}", "joinin")
     spec = systems.quix_spec(ctx, topic, stream.messages, "at-least-once", f"j{tag}")
-    spec.update({"table": table, "output": _topic(h, "joinout", f"q{tag}"),
+    spec.update({"table": table, "output": _output(h, f"q{tag}", "joinout"),
                  "table_rows": rows, "outputs": len(want), "phase": "load"})
     run_dir = Path(spec["run_dir"])
     res: dict[str, Any] = {"system": "quix", "guarantee": "at-least-once",
@@ -186,26 +167,15 @@ def quix_join(h: Harness, table: str, rows: int, stream: data.Dataset, tag: str,
                               out["ended"]))
     res["in_process_cpu_s"] = out.get("cpu_s")
     res["versions"] = out.get("versions")
-    return _check(res, ctx, spec["output"], want)
+    return _check(res, ctx, spec["output"], want, results_of)
 
 
 def targets(runs: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
     """Per round: millpond's stream-table join against Quix's join (the goal), and its as-of
     join against Quix's (information), by wall-clock rate and by CPU s per message."""
     out: list[dict[str, Any]] = []
-
-    def good(r: dict[str, Any] | None) -> bool:
-        return bool(r and r.get("ok") and r.get("correct") and r.get("msgs_per_s"))
-
     for mine_key, goal in ((JOIN, GOAL), (ASOF, None)):
-        rounds = []
-        for m, t in zip(runs.get(mine_key) or [], runs.get(QUIX) or [], strict=False):
-            if good(m) and good(t):
-                rounds.append({"ratio": m["msgs_per_s"] / t["msgs_per_s"],
-                               "cpu_ratio": (t["cpu_s"] / t["messages"])
-                               / (m["cpu_s"] / m["messages"])})
-        ratios = sorted(r["ratio"] for r in rounds)
-        median = ratios[len(ratios) // 2] if ratios else None
+        rounds, median = paired(runs.get(mine_key) or [], runs.get(QUIX) or [])
         what = (f"{mine_key} >= {goal:g}x {QUIX}" if goal is not None
                 else f"{mine_key} vs {QUIX}")
         status = ("missing" if median is None else "info" if goal is None

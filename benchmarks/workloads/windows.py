@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -110,9 +111,12 @@ def results_of(bootstrap: str, topic: str) -> tuple[dict[str, list[int]], dict[s
     return got, other
 
 
-def _check(res: dict[str, Any], ctx: systems.Ctx, output: str,
-           want: dict[str, list[int]]) -> dict[str, Any]:
-    got, other = results_of(ctx.bootstrap, output)
+def _check(res: dict[str, Any], ctx: systems.Ctx, output: str, want: dict[str, Any],
+           read: Callable[[str, str], tuple[dict[str, Any], dict[str, int]]] | None = None,
+           ) -> dict[str, Any]:
+    """``res`` with the run's output topic compared to ``want`` (read by ``read``, default
+    :func:`results_of`): wrong if it differs or held a record twice or malformed."""
+    got, other = (read or results_of)(ctx.bootstrap, output)
     res.update(systems.compare(got, want))
     res["output"] = other
     if other["duplicates"] or other["malformed"]:
@@ -121,8 +125,9 @@ def _check(res: dict[str, Any], ctx: systems.Ctx, output: str,
     return res
 
 
-def _output(h: Harness, tag: str) -> str:
-    topic = f"millpond-bench-winout-{h.salt}-{tag}"
+def _output(h: Harness, tag: str, kind: str = "winout") -> str:
+    """A new empty topic of this run (a run's output, or another workload's input)."""
+    topic = f"millpond-bench-{kind}-{h.salt}-{tag}"
     data.create_topic(h.args.bootstrap, topic, h.args.partitions)
     h.topics.append(topic)
     return topic
@@ -218,25 +223,31 @@ def _plan(h: Harness) -> list[tuple[str, str]]:
     return plan
 
 
+def paired(mine: list[dict[str, Any]], theirs: list[dict[str, Any]],
+           ) -> tuple[list[dict[str, float]], float | None]:
+    """Run i of ``mine`` against run i of ``theirs`` where both are good (ran, exact, timed):
+    each pair's rate ratio and CPU-per-message ratio, and the median rate ratio."""
+    def good(r: dict[str, Any] | None) -> bool:
+        return bool(r and r.get("ok") and r.get("correct") and r.get("msgs_per_s"))
+
+    rounds = []
+    for m, t in zip(mine, theirs, strict=False):
+        if good(m) and good(t):
+            rounds.append({"ratio": m["msgs_per_s"] / t["msgs_per_s"],
+                           "cpu_ratio": (t["cpu_s"] / t["messages"])
+                           / (m["cpu_s"] / m["messages"])})
+    ratios = sorted(r["ratio"] for r in rounds)
+    return rounds, (ratios[len(ratios) // 2] if ratios else None)
+
+
 def targets(runs: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
     """Per round: millpond's windows against each peer's windows (goal x) and against the
     round's plain dataflow count (share), by wall-clock rate and by CPU s per message."""
     mine = runs.get(WINDOWS) or []
     out: list[dict[str, Any]] = []
 
-    def good(r: dict[str, Any] | None) -> bool:
-        return bool(r and r.get("ok") and r.get("correct") and r.get("msgs_per_s"))
-
     for other, goal in [*GOALS.items(), (COUNT, COUNT_SHARE)]:
-        theirs = runs.get(other) or []
-        rounds = []
-        for m, t in zip(mine, theirs, strict=False):
-            if good(m) and good(t):
-                rounds.append({"ratio": m["msgs_per_s"] / t["msgs_per_s"],
-                               "cpu_ratio": (t["cpu_s"] / t["messages"])
-                               / (m["cpu_s"] / m["messages"])})
-        ratios = sorted(r["ratio"] for r in rounds)
-        median = ratios[len(ratios) // 2] if ratios else None
+        rounds, median = paired(mine, runs.get(other) or [])
         what = (f"millpond windows >= {goal:g}x {other}" if other != COUNT
                 else f"millpond windows >= {goal:.0%} of {COUNT}")
         out.append({"target": what, "goal": goal, "rounds": rounds, "median": median,
