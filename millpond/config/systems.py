@@ -5,9 +5,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from millpond.config.errors import ConfigError
 from millpond.config.librdkafka import JAVA_ONLY, Client, java_only_reason, known_to_librdkafka
 from millpond.config.properties import Properties
-from millpond.config.values import with_prefix
+from millpond.config.values import where, with_prefix
 
 _STREAM_KEY = re.compile(r"streams\.(?P<topic>.+)\.samza\.(?P<setting>.+)")
 _STREAM_ID_KEY = re.compile(r"streams\.(?P<id>.+)\.samza\.(?P<setting>[^.]+(?:\.serde|\.name)?)")
@@ -50,8 +51,40 @@ class SystemConfig:
         )
 
 
+# Client settings confluent-kafka's Python layer takes as typed values (a callable, a bool),
+# never as librdkafka's strings: from a properties file each would fail deep inside the
+# client's constructor with a TypeError, so each is refused here at its line, with why.
+_PYTHON_ONLY = {
+    "delivery.report.only.error": (
+        "millpond needs the report of every delivered record: the changelog offsets its "
+        "checkpoints record come from them (it keeps the delivery errors of every record "
+        "and raises the first before a commit)"),
+    **{cb: "a callback of the Python client (a function), which a properties file cannot "
+           "give; millpond sets its own"
+       for cb in ("error_cb", "throttle_cb", "stats_cb", "on_delivery", "dr_cb", "dr_msg_cb",
+                  "logger", "oauth_cb", "on_commit")},
+}
+
+
+def _refuse_python_only(props: Properties) -> None:
+    """A ConfigError at the first ``systems.<s>.[consumer.|producer.]<setting>`` key whose
+    setting is one of :data:`_PYTHON_ONLY`."""
+    for key in props:
+        parts = key.split(".", 2)
+        if len(parts) < 3 or parts[0] != "systems":
+            continue
+        setting = parts[2]
+        for client in ("consumer.", "producer."):
+            setting = setting.removeprefix(client)
+        why = _PYTHON_ONLY.get(setting)
+        if why is not None:
+            file, line = where(props, key)
+            raise ConfigError(f"cannot be set: {why}", key=key, file=file, line=line)
+
+
 def parse_systems(props: Properties) -> dict[str, SystemConfig]:
     """All systems mentioned by a ``systems.<name>.<setting>`` key (or a ``streams.<id>``)."""
+    _refuse_python_only(props)
     parts = (key.split(".", 2) for key in props if key.startswith("systems."))
     names = dict.fromkeys(p[1] for p in parts if len(p) == 3 and p[1] and p[2])
     by_id = _stream_ids(props)

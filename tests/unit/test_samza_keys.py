@@ -266,3 +266,20 @@ streams.clicks.samza.msg.serde=bytes
     assert config.stream_serdes(StreamRef("kafka", "page-views")) == ("string", "json")
     assert config.stream_serdes(StreamRef("kafka", "clicks")) == (None, "bytes")
     assert config.stream_serdes(StreamRef("kafka", "other")) == (None, "json")
+
+
+@pytest.mark.parametrize("key", [
+    "systems.kafka.producer.delivery.report.only.error",
+    "systems.kafka.delivery.report.only.error",
+    "systems.kafka.consumer.error_cb",
+])
+def test_python_client_settings_are_refused_at_their_line(tmp_path: Path, key: str) -> None:
+    """confluent-kafka takes these as a bool or a function; from a properties file each
+    was a TypeError traceback from deep inside the client's constructor."""
+    err = error_of(tmp_path, BASE + f"{key}=true\n")
+    text = str(err)
+    assert text.startswith(f"{tmp_path / 'job.properties'}:4: {key}: cannot be set"), text
+    if "delivery" in key:
+        assert "changelog offsets" in text
+    else:
+        assert "callback" in text
