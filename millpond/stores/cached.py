@@ -38,6 +38,13 @@ are summed and the least recently used entries are evicted while the sum is over
 ``max_bytes``. Shared sub-objects are counted once per entry, objects nested deeper than one
 level are not counted, and a value mutated in place is charged again only when it is put.
 
+Admission: a full cache that hits under 1 lookup in SPARSE_RATIO (looked at every
+REVIEW_EVERY misses: a table read at random and larger than the cache, as a stream-table
+join's) caches only one in ADMIT_ONE_IN of the values its misses find; each of the others would
+have been sized, charged and would have evicted an entry that missed as well. A key read
+often still gets in, and once the hit ratio rises every value read is cached again. A miss
+that finds nothing is always cached (freshness, above, depends on it).
+
 The byte bound may be shared: a :class:`CacheBudget` divides one process-wide figure
 between every cache registered with it (``set_max_bytes`` moves a cache's bound; the next
 insert evicts down to it).
@@ -75,6 +82,12 @@ WRITE_CHUNK_BYTES = 256 * 1024  # ... this many charged bytes: the serialized co
 RECHARGE_EVERY = 32
 MERGE_MIN = 64  # dirty entries below which a scan writes them down instead of merging
 MERGES_PER_WRITE_DOWN = 8  # merged scans between two write-downs at most
+# Admission of values read from below: every REVIEW_EVERY misses the cache looks at its hit
+# ratio since the last look; full and hitting under 1 in SPARSE_RATIO, it caches only one in
+# ADMIT_ONE_IN of the values its misses find (a miss that finds nothing is always cached).
+REVIEW_EVERY = 4096
+SPARSE_RATIO = 8
+ADMIT_ONE_IN = 16
 _MISS = object()
 NOT_CACHED = _MISS  # what peek() returns for a key the cache holds nothing of
 _CLEAN = object()  # journaled prior state: the layer below holds the key's value
@@ -150,6 +163,11 @@ class CachedStore(KeyValueStore[K, V]):
         self.hits = 0
         self.misses = 0
         self.evictions = 0
+        self.not_admitted = 0  # values read from below and returned without caching them
+        self._sparse = False  # admitting one in ADMIT_ONE_IN values read from below
+        self._admit = ADMIT_ONE_IN  # misses until the next value admitted while sparse
+        self._review = REVIEW_EVERY  # misses until the hit ratio is looked at again
+        self._seen = (0, 0)  # hits and misses at the last look
         self._writing: Sequence[tuple[K, V | None]] = ()  # the chunk being written down
         self._refused: list[K] = []  # keys of that chunk the layers below did not store
         # (store, key, prior) of the record being processed, while the runtime journals
@@ -178,7 +196,12 @@ class CachedStore(KeyValueStore[K, V]):
         value = self._cache_get(key, _MISS)
         if value is _MISS:
             self.misses += 1
+            self._review -= 1
+            if not self._review:
+                self._review_admission()
             value = self._inner_get(key)
+            if value is not None and self._sparse and not self._admitted():
+                return value
             self._cache[key] = value
             self._charge(key, value)
             return value
@@ -204,14 +227,20 @@ class CachedStore(KeyValueStore[K, V]):
         self.hits += hits
         if missing:
             self.misses += len(missing)
+            self._review -= len(missing)
+            if self._review <= 0:
+                self._review_admission()
             below = self.inner.get_all(missing)
             cache = self._cache
+            sparse = self._sparse
             for key in missing:
                 got = below.get(key)
-                cache[key] = got
-                self._charge(key, got, evict=False)
                 if got is not None:
                     found[key] = got
+                    if sparse and not self._admitted():
+                        continue
+                cache[key] = got
+                self._charge(key, got, evict=False)
             self._evict()
         return found
 
@@ -400,6 +429,28 @@ class CachedStore(KeyValueStore[K, V]):
         self.max_bytes = max_bytes
 
     # -- internals ----------------------------------------------------------------------------
+
+    def _review_admission(self) -> None:
+        """Look at the hit ratio since the last look (every REVIEW_EVERY misses): a full cache
+        that hits under 1 in SPARSE_RATIO lookups (a table read at random, larger than the
+        cache: each value read from below evicts one that will miss too) caches one value
+        read from below in ADMIT_ONE_IN, so the misses skip sizing, charging and evicting;
+        a key read often still gets in, and once the hit ratio rises every value does again."""
+        self._review = REVIEW_EVERY
+        hits, misses = self.hits - self._seen[0], self.misses - self._seen[1]
+        self._seen = (self.hits, self.misses)
+        full = (len(self._cache) * 10 >= self.cache_size * 9
+                or self._bytes * 10 >= self.max_bytes * 9)
+        self._sparse = full and hits * SPARSE_RATIO < hits + misses
+
+    def _admitted(self) -> bool:
+        """While sparse: whether this value read from below is the one in ADMIT_ONE_IN."""
+        self._admit -= 1
+        if self._admit:
+            self.not_admitted += 1
+            return False
+        self._admit = ADMIT_ONE_IN
+        return True
 
     def _charge(self, key: K, value: V | None, evict: bool = True) -> None:
         """Charge ``key``'s entry its size now (replacing its previous charge), then evict
