@@ -5,7 +5,8 @@ carried through a phase before any task enters the next, so producers flush in p
 
 1. ``flush``: stores write their dirty entries down (engine + changelog records);
 2. ``deliver``: wait until every record of the transaction is acknowledged (a delivery
-   error stops the job before anything is committed);
+   error stops the job before anything is committed), then note the last changelog
+   offsets (read from the partitions' ends for every task at once: millpond.kafka.ends);
 3. ``checkpoint``: the checkpoint record (next input offsets, last changelog offsets) goes
    to the task's partition of the checkpoint topic, inside the transaction;
 4. ``txn``: the transaction commits (the tasks' transactions side by side, on up to
@@ -41,6 +42,7 @@ from itertools import pairwise
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from millpond.kafka.errors import ProducerFencedError, TransactionAbortedError
+from millpond.kafka.producer import resolve_together
 from millpond.tasks.faults import abort_point, crash_point, input_committed
 from millpond.tasks.instance import TaskInstance
 from millpond.tasks.storage import CheckpointBudget
@@ -110,7 +112,9 @@ class CommitProtocol:
 
         phase(lambda t: None, "before-flush")
         phase(self._flush, "after-flush")
-        phase(self._deliver, "after-changelog-delivered")
+        phase(self._deliver)
+        resolve_together([t.producer for t in live])  # the changelogs' ends, one request
+        phase(self._record_delivered, "after-changelog-delivered")
         phase(self._checkpoint, "after-checkpoint-topic")
         # The transactions commit side by side: each commit_transaction waits (GIL released)
         # for its coordinator's answer, so the phase takes the slowest, not the sum.
@@ -131,9 +135,9 @@ class CommitProtocol:
         elapsed = time.monotonic() - began
         if phases_log.isEnabledFor(logging.DEBUG):
             ms = [1000 * (b - a) for a, b in pairwise([began, *times])]
-            phases_log.debug("commit of %d task(s) in %.1f ms: flush %.1f, deliver %.1f, checkpoint "
-                      "%.1f, txn %.1f, local %.1f, begin %.1f", len(tasks), 1000 * elapsed,
-                      *ms[1:])
+            phases_log.debug("commit of %d task(s) in %.1f ms: flush %.1f, deliver %.1f, ends "
+                             "%.1f, checkpoint %.1f, txn %.1f, local %.1f, begin %.1f",
+                             len(tasks), 1000 * elapsed, *ms[1:])
         now = time.time()
         for t in live:
             t.metrics.commits += 1
@@ -150,6 +154,9 @@ class CommitProtocol:
     @staticmethod
     def _deliver(t: TaskInstance) -> None:
         t.producer.flush_and_check()
+
+    @staticmethod
+    def _record_delivered(t: TaskInstance) -> None:
         t.storage.record_delivered(t.producer)
 
     def _checkpoint(self, t: TaskInstance) -> None:

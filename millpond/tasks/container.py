@@ -35,6 +35,7 @@ from millpond.config.memory import MemoryPlan
 from millpond.job import Job
 from millpond.kafka import clients
 from millpond.kafka.admin import OutputTopics, check_job_topics
+from millpond.kafka.ends import LogEnds
 from millpond.kafka.outage import OutageClock
 from millpond.kafka.reading import FETCH_QUEUE_BACKOFF_MS
 from millpond.metrics import Reporter, parse_reporters, start_reporters
@@ -324,7 +325,7 @@ class Container:
             self.config, self.guarantee, self.task_class, self.inputs, self.producer_conf,
             self.group_id, self.checkpoint_topic, self.restore_consumer, self.serdes.of,
             self.listener, outputs, self.side_inputs,
-            reset_policy=self.reset_policy)
+            reset_policy=self.reset_policy, ends=LogEnds(self.job.admin.admin))
 
     def lag(self) -> dict[str, int]:
         """Messages left per task (high watermark minus next offset)."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
@@ -118,6 +118,9 @@ class OpenContext:
     backups: StateBackups | None = None  # built from job.state.backup.* when not given
     # What a task does when its checkpointed input offset is out of range
     reset_policy: ResetPolicy = field(default_factory=ResetPolicy)
+    # Where the tasks' producers read their changelogs' last offsets (millpond.kafka.ends)
+    # instead of a delivery report per record; None: from the reports
+    ends: Callable[[Sequence[tuple[str, int]]], dict[tuple[str, int], int]] | None = None
 
     def __post_init__(self) -> None:
         if self.backups is None and self.config.backup is not None:
@@ -134,7 +137,7 @@ class OpenContext:
                 "transactional.id": f"{self.transactional_prefix}-{task_name(partition)}",
                 "transaction.timeout.ms": txn_timeout,
                 "message.timeout.ms": txn_timeout - 10_000}
-        return TrackedProducer(conf)
+        return TrackedProducer(conf, ends=self.ends)
 
 
 class Fences:

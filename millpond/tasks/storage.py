@@ -363,6 +363,8 @@ def _open_store(
             offset = -1
         else:
             topic = resolve(config, cfg, topics)
+            if producer is not None:
+                producer.watch_offsets(topic)  # before recovery's trim re-writes keys there
             engine, recovery = yield from recover_store_steps(
                 StorePartition(cfg.name, topic, partition, live), guarantee, checkpointed,
                 RecoveryIO(lambda: open_engine(cfg, live), consumer, producer, listener, remote,
