@@ -440,7 +440,8 @@ def resolve_together(producers: Sequence[TrackedProducer]) -> None:
     """Read the watched partitions' ends of several producers that share one ``ends`` with
     one call (one request per leader, not one per producer). A failed read is left to each
     producer's own (its transaction alone is then aborted)."""
-    waiting = [p for p in producers if p._unresolved and p._ends is not None]
+    waiting = [p for p in producers
+               if isinstance(p, TrackedProducer) and p._unresolved and p._ends is not None]
     lookups = {id(p._ends): p._ends for p in waiting}
     if len(waiting) < 2 or len(lookups) != 1:
         return

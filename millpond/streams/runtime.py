@@ -17,7 +17,6 @@ from typing import Any, Protocol
 from millpond.api import (
     IncomingMessageEnvelope,
     MessageCollector,
-    OutgoingMessageEnvelope,
     StreamTask,
     TaskContext,
     TaskCoordinator,
@@ -435,6 +434,7 @@ class _TaskEnv:
 
         self._context = context
         self.collector: MessageCollector | None = None
+        self._streams: dict[str, str] = {}  # topic -> "kafka.<topic>"
         self.clock = Clock()
         self.late_records: dict[str, int] = {}
         self._late_logged = -10.0
@@ -456,8 +456,10 @@ class _TaskEnv:
 
     def send(self, topic: str, key: Any, value: Any, timestamp: int) -> None:
         assert self.collector is not None
-        self.collector.send(OutgoingMessageEnvelope(f"kafka.{topic}", value, key,
-                                                    timestamp=timestamp))
+        stream = self._streams.get(topic)
+        if stream is None:
+            stream = self._streams[topic] = f"kafka.{topic}"
+        self.collector.send_record(stream, key, value, timestamp)
 
 
 class DataflowTask(StreamTask):

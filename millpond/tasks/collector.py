@@ -47,3 +47,13 @@ class KafkaCollector(MessageCollector):
         self.producer.send(topic, envelope.partition, key, value, envelope.headers or None,
                            envelope.timestamp)
         self.sent += 1
+
+    def send_record(self, stream: str, key: Any, message: Any, timestamp: int | None) -> None:
+        """:meth:`send` of a record with no partition or headers, with no envelope made."""
+        topic, key_serde, msg_serde = self._resolve(stream)
+        if key is not None and key_serde is not None:
+            key = key_serde.to_bytes(key)
+        if message is not None and msg_serde is not None:
+            message = msg_serde.to_bytes(message)
+        self.producer.send(topic, None, key, message, None, timestamp)
+        self.sent += 1
