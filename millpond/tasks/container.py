@@ -325,7 +325,8 @@ class Container:
             self.config, self.guarantee, self.task_class, self.inputs, self.producer_conf,
             self.group_id, self.checkpoint_topic, self.restore_consumer, self.serdes.of,
             self.listener, outputs, self.side_inputs,
-            reset_policy=self.reset_policy, ends=LogEnds(self.job.admin.admin))
+            reset_policy=self.reset_policy,
+            ends=LogEnds(self.job.admin.admin, remake=lambda: clients.admin(self.client_conf)))
 
     def lag(self) -> dict[str, int]:
         """Messages left per task (high watermark minus next offset)."""
