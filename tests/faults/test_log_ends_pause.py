@@ -9,8 +9,6 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,29 +18,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from millpond.kafka import clients
 from millpond.kafka.ends import LogEnds
 from millpond.kafka.errors import TransactionAbortedError
-from tests.conftest import unavailable
 
 pytestmark = pytest.mark.kafka
 PAUSE_S = 15  # past KRaft's 9 s broker session: the controller fences the broker
-
-
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[Any]:
-    from millpond.dev.errors import DevError
-    from millpond.dev.kafka import LocalKafka, free_port
-
-    local = LocalKafka(data_dir=tmp_path / "kafka", port=free_port(), controller_port=free_port())
-    try:
-        local.start(timeout=120)
-    except DevError as exc:
-        unavailable(f"no Kafka broker could be started: {exc}")
-    try:
-        yield local
-    finally:
-        pid = local.status().pid
-        if pid is not None:
-            os.kill(pid, signal.SIGCONT)
-        local.stop()
 
 
 def test_ends_are_read_after_the_broker_was_paused_and_fenced(broker: Any) -> None:

@@ -23,7 +23,7 @@ import subprocess
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -31,7 +31,6 @@ from typing import IO, Any
 import pytest
 from confluent_kafka import Producer
 
-from tests.conftest import unavailable
 from tests.kafka_util import (
     MILLPOND,
     REPO,
@@ -84,30 +83,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "case" in metafunc.fixturenames:
         cases = EXTRA or (FULL if metafunc.config.getoption("--faults-full") else SHORT)
         metafunc.parametrize("case", cases, ids=[c.id for c in cases])
-
-
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[Any]:
-    """A broker of this test's own, on free ports, with its data kept across restarts."""
-    from millpond.dev.errors import DevError
-    from millpond.dev.kafka import LocalKafka, free_port
-
-    local = LocalKafka(data_dir=tmp_path / "kafka", port=free_port(), controller_port=free_port())
-    try:
-        local.start(timeout=120)
-    except DevError as exc:
-        unavailable(f"no Kafka broker could be started: {exc}")
-    try:
-        yield local
-    finally:
-        _resume(local)
-        local.stop()
-
-
-def _resume(broker: Any) -> None:
-    pid = broker.status().pid
-    if pid is not None:
-        os.kill(pid, signal.SIGCONT)
 
 
 class Input(threading.Thread):
