@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -26,7 +27,7 @@ from typing import Any
 
 import pytest
 
-BROKER_FIXTURES = ("kafka_broker", "secure_kafka")
+BROKER_FIXTURES = ("kafka_broker", "secure_kafka", "own_broker")
 
 # CI=true (GitHub Actions, .ci/run), CI=1 and CI=yes all count as CI.
 IN_CI = os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
@@ -256,3 +257,25 @@ def _fresh_process_memory() -> Iterator[None]:
     rocksdb_options._process_memory = None
     cached._process_budget = None
     reading._batch_bytes = reading.BATCH_BYTES
+
+
+@pytest.fixture
+def own_broker(tmp_path: Path) -> Iterator[Any]:
+    """A broker of the test's own (``millpond.dev.kafka.LocalKafka``), on free ports, its data
+    dir kept across its restarts: a test may kill, pause or restart it without disturbing
+    any other test. Resumed if left paused, stopped at the end."""
+    from millpond.dev.errors import DevError
+    from millpond.dev.kafka import LocalKafka, free_port
+
+    local = LocalKafka(data_dir=tmp_path / "kafka", port=free_port(), controller_port=free_port())
+    try:
+        local.start(timeout=120)
+    except DevError as exc:
+        unavailable(f"no Kafka broker could be started: {exc}")
+    try:
+        yield local
+    finally:
+        pid = local.status().pid
+        if pid is not None:
+            os.kill(pid, signal.SIGCONT)
+        local.stop()

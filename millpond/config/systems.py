@@ -56,9 +56,9 @@ class SystemConfig:
 # client's constructor with a TypeError, so each is refused here at its line, with why.
 _PYTHON_ONLY = {
     "delivery.report.only.error": (
-        "millpond needs the report of every delivered record: the changelog offsets its "
-        "checkpoints record come from them (it keeps the delivery errors of every record "
-        "and raises the first before a commit)"),
+        "millpond sets it itself: a task's producer reports errors only and reads the "
+        "changelog offsets its checkpoints record from the partitions' ends; its other "
+        "producers (offline tools, Spark) take them from every delivered record's report"),
     **{cb: "a callback of the Python client (a function), which a properties file cannot "
            "give; millpond sets its own"
        for cb in ("error_cb", "throttle_cb", "stats_cb", "on_delivery", "dr_cb", "dr_msg_cb",

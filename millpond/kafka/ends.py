@@ -28,9 +28,10 @@ from millpond.kafka.errors import TransactionAbortedError
 
 log = logging.getLogger(__name__)
 TopicPart = tuple[str, int]
+EndsLookup = Callable[[Sequence[TopicPart]], dict[TopicPart, int]]  # what LogEnds is
 RETRY_S = 0.05  # between two asks for the partitions a leader could not answer yet
-# Answers that say the client's idea of a partition's leader is out of date: after a broker
-# restart librdkafka's admin client kept sending the old leader epoch (FENCED_LEADER_EPOCH on
+# Answers that say the client's idea of a partition's leader is out of date: after its broker
+# was paused and fenced librdkafka's admin client kept sending the old leader epoch (FENCED_LEADER_EPOCH on
 # every ask until its metadata was refreshed), so the first refreshes its metadata and the
 # next makes a new client.
 _STALE_LEADER = frozenset({KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_EPOCH,

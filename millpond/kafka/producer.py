@@ -19,13 +19,14 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message
 
 from millpond.kafka import clients
 from millpond.kafka.denials import denied, is_denied
+from millpond.kafka.ends import EndsLookup, TopicPart
 from millpond.kafka.errors import (
     DeliveryError,
     KafkaClientError,
@@ -37,7 +38,6 @@ from millpond.kafka.outage import LIMITER, is_unavailable, suffix
 log = logging.getLogger(__name__)
 
 Headers = Sequence[tuple[str, bytes]]
-TopicPart = tuple[str, int]
 
 # What librdkafka logs when a transaction is denied a topic (it reports it nowhere else).
 _ADDPARTS_TOPIC = re.compile(r'partition "([^"]+)"')
@@ -67,9 +67,7 @@ def log_client_error(err: KafkaError) -> None:
 class TrackedProducer:
     """A confluent-kafka Producer with delivery bookkeeping (one per process or per task)."""
 
-    def __init__(self, config: Mapping[str, Any],
-                 ends: Callable[[Sequence[TopicPart]], dict[TopicPart, int]] | None = None
-                 ) -> None:
+    def __init__(self, config: Mapping[str, Any], ends: EndsLookup | None = None) -> None:
         conf: dict[str, Any] = {
             "linger.ms": 5,
             "batch.size": 1_000_000,
@@ -346,7 +344,8 @@ class TrackedProducer:
             return
         deadline = time.monotonic() + ENDS_WAIT_S
         while True:
-            got = dict(ends) if ends is not None else {}
+            given = ends or {}
+            got = {tp: given[tp] for tp in self._unresolved if tp in given}
             missing = [tp for tp in self._unresolved if tp not in got]
             if missing:
                 got.update(self._ends(missing))

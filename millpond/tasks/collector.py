@@ -37,23 +37,19 @@ class KafkaCollector(MessageCollector):
 
     def send(self, envelope: OutgoingMessageEnvelope) -> None:
         """Serialize ``envelope`` with its stream's serdes and queue it."""
-        topic, key_serde, msg_serde = self._resolve(envelope.stream)
-        key = envelope.key
-        if key is not None and key_serde is not None:
-            key = key_serde.to_bytes(key)
-        value = envelope.message
-        if value is not None and msg_serde is not None:
-            value = msg_serde.to_bytes(value)
-        self.producer.send(topic, envelope.partition, key, value, envelope.headers or None,
-                           envelope.timestamp)
-        self.sent += 1
+        self._send(envelope.stream, envelope.partition, envelope.key, envelope.message,
+                   envelope.headers or None, envelope.timestamp)
 
     def send_record(self, stream: str, key: Any, message: Any, timestamp: int | None) -> None:
         """:meth:`send` of a record with no partition or headers, with no envelope made."""
+        self._send(stream, None, key, message, None, timestamp)
+
+    def _send(self, stream: str, partition: int | None, key: Any, message: Any,
+              headers: Any, timestamp: int | None) -> None:
         topic, key_serde, msg_serde = self._resolve(stream)
         if key is not None and key_serde is not None:
             key = key_serde.to_bytes(key)
         if message is not None and msg_serde is not None:
             message = msg_serde.to_bytes(message)
-        self.producer.send(topic, None, key, message, None, timestamp)
+        self.producer.send(topic, partition, key, message, headers, timestamp)
         self.sent += 1

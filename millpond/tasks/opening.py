@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
@@ -28,6 +28,7 @@ from millpond.changelog.guarantees import Guarantee
 from millpond.changelog.restore import RestoreListener, RestoreStats
 from millpond.config import Config
 from millpond.kafka.admin import OutputTopics
+from millpond.kafka.ends import EndsLookup
 from millpond.kafka.errors import (
     BrokerUnreachableError,
     ProducerFencedError,
@@ -120,7 +121,7 @@ class OpenContext:
     reset_policy: ResetPolicy = field(default_factory=ResetPolicy)
     # Where the tasks' producers read their changelogs' last offsets (millpond.kafka.ends)
     # instead of a delivery report per record; None: from the reports
-    ends: Callable[[Sequence[tuple[str, int]]], dict[tuple[str, int], int]] | None = None
+    ends: EndsLookup | None = None
 
     def __post_init__(self) -> None:
         if self.backups is None and self.config.backup is not None:

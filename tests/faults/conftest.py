@@ -9,17 +9,15 @@ table of the docs from the committed reports, never from hand-typed figures.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from benchmarks.common import cpu_ticks, steal_percent
-from tests.conftest import unavailable
 
 REPO = Path(__file__).resolve().parents[2]
 ROWS: list[dict[str, Any]] = []
@@ -97,26 +95,3 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     for line in lines:
         terminalreporter.write_line(line)
 
-
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[Any]:
-    """A broker of this test's own, on free ports, with its data kept across restarts."""
-    from millpond.dev.errors import DevError
-    from millpond.dev.kafka import LocalKafka, free_port
-
-    local = LocalKafka(data_dir=tmp_path / "kafka", port=free_port(), controller_port=free_port())
-    try:
-        local.start(timeout=120)
-    except DevError as exc:
-        unavailable(f"no Kafka broker could be started: {exc}")
-    try:
-        yield local
-    finally:
-        _resume(local)
-        local.stop()
-
-
-def _resume(broker: Any) -> None:
-    pid = broker.status().pid
-    if pid is not None:
-        os.kill(pid, signal.SIGCONT)

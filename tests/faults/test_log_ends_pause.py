@@ -23,8 +23,9 @@ pytestmark = pytest.mark.kafka
 PAUSE_S = 15  # past KRaft's 9 s broker session: the controller fences the broker
 
 
-def test_ends_are_read_after_the_broker_was_paused_and_fenced(broker: Any) -> None:
-    bootstrap = f"127.0.0.1:{broker.port}"
+def test_ends_are_read_after_the_broker_was_paused_and_fenced(own_broker: Any) -> None:
+    broker = own_broker
+    bootstrap = broker.bootstrap
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic("log", 2, 1)])["log"].result(30)
     producer = Producer({"bootstrap.servers": bootstrap})

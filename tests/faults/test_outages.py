@@ -225,8 +225,9 @@ def outage(broker: Any, case: Case, jobs: list[Job]) -> None:
         assert new is not None and new != pid, f"the broker was not restarted (pid {new})"
 
 
-def test_broker_outage(case: Case, broker: Any, topic_name: Callable[[str], str],
+def test_broker_outage(case: Case, own_broker: Any, topic_name: Callable[[str], str],
                        tmp_path: Path, report: Callable[..., None]) -> None:
+    broker = own_broker
     bootstrap = broker.bootstrap
     source, sink, name = topic_name("in"), topic_name("out"), topic_name("job")
     create_topic(bootstrap, source, PARTITIONS)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
@@ -138,28 +139,17 @@ def test_transaction_commit_and_abort_visibility(
     assert len(everything) == 4, "the aborted records are in the log, hidden by read_committed"
 
 
-def test_local_broker_restarts_on_its_data_dir(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_local_broker_restarts_on_its_data_dir(own_broker: Any) -> None:
     """Stop and start keep the data dir (and its topics): what broker-restart faults rely on."""
-    from millpond.dev.errors import DevError
-    from millpond.dev.kafka import LocalKafka, free_port
-    from tests.conftest import unavailable
-
-    broker = LocalKafka(data_dir=tmp_path / "k", port=free_port(), controller_port=free_port())
-    try:
-        broker.start(timeout=120)
-    except DevError as exc:
-        unavailable(f"no local broker: {exc}")
-    try:
-        _create(broker.bootstrap, "survives-restart", 2)
-        assert broker.stop()
-        assert not broker.status().running
-        broker.start(timeout=120)
-        assert broker.status().running
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        topics = admin.list_topics(timeout=30).topics
-        assert len(topics["survives-restart"].partitions) == 2
-    finally:
-        broker.stop()
+    broker = own_broker
+    _create(broker.bootstrap, "survives-restart", 2)
+    assert broker.stop()
+    assert not broker.status().running
+    broker.start(timeout=120)
+    assert broker.status().running
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    topics = admin.list_topics(timeout=30).topics
+    assert len(topics["survives-restart"].partitions) == 2
 
 
 def test_topics_keep_old_timestamps_unless_they_set_retention(
