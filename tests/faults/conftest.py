@@ -94,4 +94,3 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     terminalreporter.write_sep("=", "faults summary")
     for line in lines:
         terminalreporter.write_line(line)
-

@@ -348,11 +348,11 @@ def run_window_chaos(guarantee: str, seed: int, rounds: int, report: Callable[..
     live = Live(bootstrap, RATE, views_maker(source, seed, now_ms()))
     cluster = Job(tmp_path, config, bootstrap, job, (source,), internal)
 
-    def lag_s() -> dict[int, float]:
-        # how far (wall seconds of input) each source task's commits are behind the input
-        ends, committed = watermarks(bootstrap, source), cluster.committed()
-        return {p: round((high - committed.get(p, 0)) * PARTITIONS / RATE, 1)
-                for p, (_, high) in enumerate(ends)}
+    def lag_s(ends: dict[int, int]) -> dict[int, float]:
+        # how far (wall seconds of input) each source task's commits are behind ``ends``
+        committed = cluster.committed()
+        return {p: round((end - committed.get(p, 0)) * PARTITIONS / RATE, 1)
+                for p, end in ends.items()}
 
     def settled() -> bool:
         # every task took re-keyed views, windows closed under the faults, and every source
@@ -361,7 +361,7 @@ def run_window_chaos(guarantee: str, seed: int, rounds: int, report: Callable[..
         # stream time the others reached, and its records would be late by design
         return cluster.all_rekeyed() and sum(cluster.offsets.get_watermark_offsets(
             TopicPartition(out, p), timeout=30)[1] for p in range(PARTITIONS)) > 0 and (
-            max(lag_s().values()) < grace_ms / RATE / 2)
+            max(lag_s(cluster.ends()).values()) < grace_ms / RATE / 2)
 
     chaos_s = chaos(cluster, rng, rounds, live, settled)
     text = cluster.logs_text()
@@ -373,8 +373,9 @@ def run_window_chaos(guarantee: str, seed: int, rounds: int, report: Callable[..
     expected: Counter[tuple[str, int]] = Counter(
         (v["page"], v["ts"] // SIZE_MS * SIZE_MS) for v in views if _counted(v["page"]))
     final_conf = config("state-final")
-    final_run(final_conf, (source,), internal, fresh=True,
-              context=f"source tasks' lag at the stop (s): {lag_s()}")
+    input_ends = {p: high for p, (_, high) in enumerate(watermarks(bootstrap, source))}
+    final_run(final_conf, (source,), internal, fresh=True,  # (the job's consumer is closed)
+              context=f"source tasks' lag at the stop (s): {lag_s(input_ends)}")
     # The final run took every view: no committed re-keyed view after its checkpoints.
     last = {int(task.rsplit("-", 1)[1]): offs[-1].get(internal, 0)
             for task, offs in checkpoint_history(bootstrap, job).items()}
