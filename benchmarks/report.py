@@ -185,6 +185,8 @@ def _dataflow_targets(add: Any, df: dict[str, Any]) -> None:
                 f"{_n(_med(ours.get('msgs_per_s')))} / {_n(decode)} msg/s",
                 spread={"min": min(shares), "max": max(shares)}, row=row,
                 short=f">= {DF_DECODE_SHARE:.0%} of consume + JSON decode")
+        if g == "effectively-once":
+            _state_ceilings(add, limits, count.get(DF_KEYS["quix-alo"]) or {}, row)
         pairs = ((DF_KEYS[f"task-{short_g}"], None, f"vs StreamTask count ({g})"),
                  (DF_KEYS["bytewax"], DF_BYTEWAX_FACTOR, "Bytewax (recovery on)"),
                  (DF_KEYS["quix-alo" if g == "effectively-once" else "quix-eos"],
@@ -224,6 +226,41 @@ def _dataflow_targets(add: Any, df: dict[str, Any]) -> None:
             row="dataflow hop",
             short=f"hop cost <= {goal:.0%} (to 90% of the counts sent)" if goal
             else "hop cost to process exit")
+    bare = [b.get("hop_cost") for b in ((df.get("limits") or {}).get("runs") or {}).get(
+        "bare_hop", []) if b.get("hop_cost") is not None]
+    if bare:
+        add("repartition hop cost of bare loops (benchmarks/bare_hop.py: the same two apps "
+            "over confluent-kafka and orjson alone)", statistics.median(bare), None,
+            "fraction", "1 - bare two-stage msg/s / bare one-stage msg/s, per round; no "
+            "transactions, commits or runtime: the hop's own cost", higher_is_better=False,
+            spread={"min": min(bare), "max": max(bare)}, row="dataflow hop",
+            short="bare loops' hop cost")
+
+
+def _state_ceilings(add: Any, limits: dict[str, Any], quix: dict[str, Any], row: str) -> None:
+    """The bare loops of the dataflow rounds (benchmarks/bare_state.py: consume, decode and a
+    count through the store stack, or in a dict, nothing else): their share of the decode
+    ceiling, the most any count keeping its state in those stores gets of it, and the store
+    loop's rate against Quix Streams' (info: what the 10x target would need of the stack)."""
+    runs = limits.get("runs") or {}
+    decode = [c.get("msgs_per_s") for c in runs.get("consume_json", [])]
+    for name, what in (("state_stack", "store stack"), ("state_dict", "dict")):
+        rates = [c.get("msgs_per_s") for c in runs.get(name, [])]
+        shares = [x / c for x, c in zip(rates, decode, strict=False) if x and c]
+        if not shares:
+            continue
+        add(f"bare loop: consume + decode + a count in the {what}, share of consume + JSON "
+            "decode", statistics.median(shares), None, "fraction",
+            "per round; no run loop, chain, changelog or commit: the most a count keeping its "
+            f"state in the {what} can get", spread={"min": min(shares), "max": max(shares)},
+            row=row, short=f"bare {what} loop / decode ceiling")
+    stack = [c.get("msgs_per_s") for c in runs.get("state_stack", [])]
+    ratios = [x / y for x, y in zip(stack, _good(quix, "msgs_per_s"), strict=False) if x and y]
+    if ratios:
+        add("bare loop: consume + decode + a count in the store stack / Quix Streams "
+            "(at-least-once)", statistics.median(ratios), None, "x",
+            "per round: the bare store loop's msg/s / Quix's", row=row,
+            spread={"min": min(ratios), "max": max(ratios)}, short="bare store loop vs Quix")
 
 
 def _windows_targets(add: Any, win: dict[str, Any]) -> None:
@@ -780,6 +817,13 @@ def markdown(results: dict[str, Any]) -> str:
                           "msg/s", "the input topic, once per round of the dataflow workload"))
         lines.append(_row("**Dataflow ceiling**: raw consume + JSON decode",
                           dl.get("consume_json_msgs_per_s"), "msg/s", "orjson"))
+        if dl.get("state_stack_msgs_per_s"):
+            lines.append(_row("**Dataflow ceiling**: + a count in the store stack (bare loop)",
+                              dl.get("state_stack_msgs_per_s"), "msg/s",
+                              "benchmarks/bare_state.py: no run loop, changelog or commits"))
+            lines.append(_row("**Dataflow ceiling**: + a count in a dict (bare loop)",
+                              dl.get("state_dict_msgs_per_s"), "msg/s",
+                              "benchmarks/bare_state.py"))
         _count_rows(lines, "dataflow workload", df.get("count") or {}, list(DF_KEYS.values()),
                     dl)
 

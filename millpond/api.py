@@ -6,8 +6,9 @@ the runtime, side inputs, the streams API and the tools can all build on it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
@@ -77,6 +78,11 @@ class MessageCollector:
         """``send`` of a record with no partition or headers, without making an envelope
         (the streams API's outputs: a collector may serve it faster)."""
         self.send(OutgoingMessageEnvelope(stream, message, key, timestamp=timestamp))
+
+    def record_sender(self, stream: str) -> Callable[[Any, Any, int | None], None]:
+        """``send_record`` bound to ``stream``: ``sender(key, message, timestamp)``, which a
+        collector may serve with the stream's topic and serdes looked up once."""
+        return partial(self.send_record, stream)
 
 
 class TaskCoordinator:

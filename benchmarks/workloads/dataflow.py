@@ -4,7 +4,8 @@ on the benchmark input topic in interleaved rounds; and a two-stage dataflow (fi
 key_by -> count -> to) beside the same dataflow without its repartition hop (filter -> count
 -> to): the cost of the hop.
 
-Each round measures the topic's two ceilings first, then (in an order that alternates between
+Each round measures the topic's ceilings first (consume; + JSON decode; + a count through the
+store stack, and in a dict: benchmarks/bare_state.py), then (in an order that alternates between
 rounds, so drifting load hits every system alike) millpond's StreamTask count and its dataflow
 under effectively-once and exactly-once, the one- and two-stage dataflows (effectively-once),
 Bytewax (recovery on), Quix Streams (at-least-once and exactly-once) and Pathway (static read,
@@ -20,10 +21,10 @@ from typing import Any
 import orjson
 
 from benchmarks import data, jobs, report, systems
-from benchmarks.common import load_average
+from benchmarks.common import load_average, summarize
 from benchmarks.harness import Harness, say, say_run, summarize_runs
 from benchmarks.workloads.count import _failed
-from benchmarks.workloads.limits import ceiling, ceilings
+from benchmarks.workloads.limits import ceiling, ceilings, state_ceiling
 
 # The entries of results["dataflow"]["count"]: (key, system, guarantee, app).
 STREAMTASK_EO = "millpond StreamTask effectively-once"
@@ -117,6 +118,26 @@ def _hop_run(h: Harness, r: int, key: str, guarantee: str, app: str | None,
     return res
 
 
+def _bare_hop(h: Harness, topic: str, messages: int) -> dict[str, Any]:
+    """The one- and two-stage apps as bare confluent-kafka loops (no transactions, no
+    commits, no runtime): their rates and the hop's cost between them."""
+    from benchmarks.bare_hop import run
+
+    out: dict[str, Any] = {}
+    for name, two in (("one-stage", False), ("two-stage", True)):
+        res = run(h.args.bootstrap, topic, two)
+        if not res["complete"]:
+            h.problem(f"the bare {name} loop counted {res['counted']} and sent "
+                      f"{res['outputs']} of {res['kept']} kept records")
+        res["msgs_per_s"] = messages / res["seconds"] if res["seconds"] else 0.0
+        out[name] = res
+    one, two = out["one-stage"]["msgs_per_s"], out["two-stage"]["msgs_per_s"]
+    out["hop_cost"] = 1 - two / one if one else None
+    say(f"bare hop loops: one-stage {one:,.0f} msg/s, two-stage {two:,.0f} msg/s, "
+        f"hop cost {out['hop_cost']:.0%}")
+    return out
+
+
 def dataflow(h: Harness) -> None:
     h.ensure_input()
     assert h.input_topic is not None
@@ -133,12 +154,23 @@ def dataflow(h: Harness) -> None:
     }
     consume: list[dict[str, Any]] = []
     consume_json: list[dict[str, Any]] = []
+    # The same decode plus a count through the store stack (or a dict) and nothing else of
+    # the runtime: how far the count's share of the decode ceiling can go (issue #29).
+    stack: list[dict[str, Any]] = []
+    plain: list[dict[str, Any]] = []
+    bare_hops: list[dict[str, Any]] = []
     runs: dict[str, list[dict[str, Any]]] = {}
     for r in range(a.runs):
         consume.append(ceiling(h, topic))
         consume_json.append(ceiling(h, topic, decode_json=True))
+        stack.append(state_ceiling(h, topic))
+        plain.append(state_ceiling(h, topic, plain_dict=True))
+        if hop:  # the hop's floor: both apps as bare loops (benchmarks/bare_hop.py)
+            bare_hops.append(_bare_hop(h, topic, messages))
         say(f"dataflow ceilings run {r + 1}: consume {consume[-1]['msgs_per_s']:,.0f} msg/s, "
-            f"consume+orjson {consume_json[-1]['msgs_per_s']:,.0f} msg/s")
+            f"consume+orjson {consume_json[-1]['msgs_per_s']:,.0f} msg/s, + a count in the "
+            f"store stack {stack[-1]['msgs_per_s']:,.0f} msg/s, in a dict "
+            f"{plain[-1]['msgs_per_s']:,.0f} msg/s")
         # Odd rounds go through the plan backwards: each system's neighbours change.
         for key, system, guarantee, app in (plan if r % 2 == 0 else plan[::-1]):
             if system != "millpond" and r >= a.peer_runs:
@@ -165,7 +197,11 @@ def dataflow(h: Harness) -> None:
             runs.setdefault(key, []).append(res)
     h.results["dataflow"].update({
         "limits": {**ceilings(h, consume, consume_json, messages),
-                   "runs": {"consume": consume, "consume_json": consume_json}},
+                   "state_stack_msgs_per_s": summarize([x["msgs_per_s"] for x in stack]),
+                   "state_dict_msgs_per_s": summarize([x["msgs_per_s"] for x in plain]),
+                   "runs": {"consume": consume, "consume_json": consume_json,
+                            "state_stack": stack, "state_dict": plain,
+                            "bare_hop": bare_hops}},
         "count": {key: summarize_runs(rs) for key, rs in runs.items()},
     })
     h.report_bad_runs("dataflow", runs)

@@ -48,6 +48,19 @@ def ceiling(h: Harness, topic: str, decode_json: bool = False) -> dict[str, Any]
     return {**out, **cond.fields(), "cpu_s": time.process_time() - began}
 
 
+def state_ceiling(h: Harness, topic: str, plain_dict: bool = False) -> dict[str, Any]:
+    """One bare consume + decode + count of ``topic`` through millpond's store stack (or a
+    dict), nothing else of the runtime (benchmarks/bare_state.py), with its conditions."""
+    from benchmarks.bare_state import count_through_stores
+
+    began = time.process_time()
+    with Conditions() as cond:
+        out = count_through_stores(h.args.bootstrap, topic, plain_dict=plain_dict)
+    if out["counted"] != out["records"]:
+        h.problem(f"the bare state loop counted {out['counted']} of {out['records']} records")
+    return {**out, **cond.fields(), "cpu_s": time.process_time() - began}
+
+
 def ceilings(h: Harness, consume: list[dict[str, Any]], consume_json: list[dict[str, Any]],
              messages: int) -> dict[str, Any]:
     for r in consume + consume_json:

@@ -434,7 +434,8 @@ class _TaskEnv:
 
         self._context = context
         self.collector: MessageCollector | None = None
-        self._streams: dict[str, str] = {}  # topic -> "kafka.<topic>"
+        # topic -> the collector's record_sender of it
+        self._senders: dict[str, Callable[[Any, Any, int | None], None]] = {}
         self.clock = Clock()
         self.late_records: dict[str, int] = {}
         self._late_logged = -10.0
@@ -454,12 +455,18 @@ class _TaskEnv:
                         self._context.task_name,
                         ", ".join(f"{op} {n}" for op, n in sorted(self.late_records.items())))
 
+    def use(self, collector: MessageCollector) -> None:
+        """Send through ``collector`` from now on (each topic's sender is made again)."""
+        if collector is not self.collector:
+            self.collector = collector
+            self._senders = {}
+
     def send(self, topic: str, key: Any, value: Any, timestamp: int) -> None:
-        assert self.collector is not None
-        stream = self._streams.get(topic)
-        if stream is None:
-            stream = self._streams[topic] = f"kafka.{topic}"
-        self.collector.send_record(stream, key, value, timestamp)
+        sender = self._senders.get(topic)
+        if sender is None:  # the topic's first record through this collector
+            assert self.collector is not None
+            sender = self._senders[topic] = self.collector.record_sender(f"kafka.{topic}")
+        sender(key, value, timestamp)
 
 
 class DataflowTask(StreamTask):
@@ -474,7 +481,7 @@ class DataflowTask(StreamTask):
 
     def process(self, envelope: IncomingMessageEnvelope, collector: MessageCollector,
                 coordinator: TaskCoordinator) -> None:
-        self._env.collector = collector
+        self._env.use(collector)
         ts = envelope.timestamp if envelope.timestamp is not None else -1
         self._chains[envelope.stream](envelope.key, envelope.message, ts)
 
@@ -485,7 +492,7 @@ class DataflowTask(StreamTask):
 
     def window(self, collector: MessageCollector, coordinator: TaskCoordinator) -> None:
         """Fire the processing-time timers that are due (``task.window.ms`` apart)."""
-        self._env.collector = collector
+        self._env.use(collector)
         self._env.clock.fire_processing(wall_ms())
 
     def undo_record(self) -> None:
@@ -496,5 +503,5 @@ class DataflowTask(StreamTask):
     def fused_steps(self, collector: MessageCollector) -> dict[str, Step]:
         """The run loop's fast path: one ``step(key, value, timestamp)`` per input topic,
         called without an envelope (the same chains :meth:`process` runs)."""
-        self._env.collector = collector
+        self._env.use(collector)
         return self._chains

@@ -79,6 +79,16 @@ def test_json_is_compact_utf8() -> None:
     assert JsonSerde().to_bytes({"a": [1, 2], "b": "é"}) == '{"a":[1,2],"b":"é"}'.encode()
 
 
+def test_json_writes_non_str_dict_keys_as_strings_as_the_stdlib_does() -> None:
+    """orjson refuses them without OPT_NON_STR_KEYS; the serde retries with it."""
+    serde = JsonSerde()
+    obj = {1: "a", "b": {2: [None, 1.5]}, 3.5: True}
+    assert serde.to_bytes(obj) == json.dumps(obj, separators=(",", ":")).encode()
+    assert serde.from_bytes(serde.to_bytes({1: 2})) == {"1": 2}
+    with pytest.raises(SerdeError, match="NaN/Infinity"):
+        serde.to_bytes({1: {"x": math.inf}})
+
+
 @pytest.mark.parametrize(
     ("serde", "values"),
     [
