@@ -24,26 +24,17 @@ from typing import Any
 
 import orjson
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 
+from benchmarks.data import create_topic, delete_topics, topic_records
 from benchmarks.jobs import keep, user_of
 from millpond.kafka.reading import FETCH_QUEUE_BACKOFF_MS
 
 
 def _topic(bootstrap: str, partitions: int) -> str:
+    """A new scratch topic of ``partitions``."""
     name = f"millpond-bare-hop-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
+    create_topic(bootstrap, name, partitions)
     return name
-
-
-def _delete(bootstrap: str, names: list[str]) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for f in admin.delete_topics(names).values():
-        try:
-            f.result(30)
-        except Exception:  # noqa: BLE001 - a scratch topic left behind is harmless here
-            pass
 
 
 def run(bootstrap: str, topic: str, two_stage: bool, timeout_s: float = 600) -> dict[str, Any]:
@@ -86,9 +77,7 @@ def run(bootstrap: str, topic: str, two_stage: bool, timeout_s: float = 600) -> 
                     if middle is not None:
                         produce(middle, dumps(value), user_of(value).encode())
                         continue
-                    key = msg.key().decode()  # type: ignore[union-attr]
-                else:
-                    key = msg.key().decode()  # type: ignore[union-attr]
+                key = msg.key().decode()  # type: ignore[union-attr]
                 n = counts[key] = counts.get(key, 0) + 1
                 produce(output, dumps(n), key.encode())
                 sent += 1
@@ -99,11 +88,26 @@ def run(bootstrap: str, topic: str, two_stage: bool, timeout_s: float = 600) -> 
         ended = time.perf_counter()
     finally:
         consumer.close()
-        _delete(bootstrap, [t for t in (output, middle) if t])
+        delete_topics(bootstrap, [t for t in (output, middle) if t])
     records = sum(counts.values())
     elapsed = ended - (began or ended)
     return {"app": "two-stage" if two_stage else "one-stage", "kept": kept, "counted": records,
             "outputs": sent, "seconds": elapsed, "complete": sent == kept and records == kept}
+
+
+def pair(bootstrap: str, topic: str, messages: int,
+         order: tuple[bool, ...] = (False, True)) -> dict[str, Any]:
+    """Both apps over ``topic`` (``messages`` records; ``order``: two_stage flags, one-stage
+    first by default): each run's result with its msg/s, and ``hop_cost``, 1 - two-stage
+    msg/s / one-stage msg/s."""
+    out: dict[str, Any] = {}
+    for two in order:
+        res = run(bootstrap, topic, two)
+        res["msgs_per_s"] = messages / res["seconds"] if res["seconds"] else 0.0
+        out[res["app"]] = res
+    one, two_ = out["one-stage"]["msgs_per_s"], out["two-stage"]["msgs_per_s"]
+    out["hop_cost"] = 1 - two_ / one if one else None
+    return out
 
 
 def main() -> None:
@@ -112,24 +116,12 @@ def main() -> None:
     p.add_argument("--bootstrap", default="127.0.0.1:9092")
     p.add_argument("--runs", type=int, default=2)
     a = p.parse_args()
-    consumer = Consumer({"bootstrap.servers": a.bootstrap, "group.id": "bare-hop-size"})
-    parts = consumer.list_topics(a.topic, timeout=30).topics[a.topic].partitions
-    total = 0
-    for part in parts:
-        lo, hi = consumer.get_watermark_offsets(TopicPartition(a.topic, part), timeout=30)
-        total += hi - lo
-    consumer.close()
-    out = []
-    for r in range(a.runs):
-        pair = []
-        for two in ((False, True) if r % 2 == 0 else (True, False)):
-            res = run(a.bootstrap, a.topic, two)
-            res["msgs_per_s"] = total / res["seconds"] if res["seconds"] else 0.0
-            pair.append(res)
-            print(json.dumps(res), flush=True)
-        one, two_ = sorted(pair, key=lambda x: x["app"])
-        out.append(1 - two_["msgs_per_s"] / one["msgs_per_s"])
-        print(f"round {r + 1}: hop cost {out[-1]:.0%}", flush=True)
+    total = topic_records(a.bootstrap, a.topic)
+    for r in range(a.runs):  # odd rounds run the two-stage app first
+        res = pair(a.bootstrap, a.topic, total, (False, True) if r % 2 == 0 else (True, False))
+        for app in ("one-stage", "two-stage"):
+            print(json.dumps(res[app]), flush=True)
+        print(f"round {r + 1}: hop cost {res['hop_cost']:.0%}", flush=True)
 
 
 if __name__ == "__main__":

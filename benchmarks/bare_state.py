@@ -33,19 +33,24 @@ from millpond.stores.engines.rocksdb import RocksDbEngine
 from millpond.stores.factory import build_stack
 
 
-def count_through_stores(bootstrap: str, topic: str, state_dir: Path | None = None,
-                         plain_dict: bool = False, timeout_s: float = 600) -> dict[str, Any]:
+def count_through_stores(bootstrap: str, topic: str, plain_dict: bool = False,
+                         timeout_s: float = 600) -> dict[str, Any]:
     """Read ``topic`` from the beginning to its end, counting each record key's records in
-    a store per partition (or a dict); returns the rate as ``data.consume_all`` does, with
-    ``keys`` and ``counted`` (the sum of the counts, read back) as a check."""
+    a store per partition (in a temporary directory) or a dict; returns the rate as
+    ``data.consume_all`` does, with ``keys`` and ``counted`` (the sum of the counts, read
+    back) as a check."""
+    with tempfile.TemporaryDirectory(prefix="millpond-bare-") as root:
+        return _count(bootstrap, topic, Path(root), plain_dict, timeout_s)
+
+
+def _count(bootstrap: str, topic: str, root: Path, plain_dict: bool,
+           timeout_s: float) -> dict[str, Any]:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-bare-{uuid.uuid4().hex}",
                          "enable.auto.commit": False, "enable.partition.eof": True,
                          "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS})
     parts = [TopicPartition(topic, p, 0)
              for p in consumer.list_topics(topic, timeout=30).topics[topic].partitions]
     remaining = {p.partition for p in parts}
-    own_dir = state_dir is None
-    root = Path(tempfile.mkdtemp(prefix="millpond-bare-")) if state_dir is None else state_dir
     stacks = {} if plain_dict else {
         p.partition: build_stack("counts", RocksDbEngine(root / f"p{p.partition}"),
                                  StringSerde(), JsonSerde())
@@ -93,10 +98,6 @@ def count_through_stores(bootstrap: str, topic: str, state_dir: Path | None = No
         consumer.close()
         for stack in stacks.values():
             stack.store.close()
-        if own_dir:
-            import shutil
-
-            shutil.rmtree(root, ignore_errors=True)
     if remaining:
         raise RuntimeError(f"did not reach the end of {topic} partitions {sorted(remaining)}")
     elapsed = ended - (began or ended)
