@@ -160,6 +160,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "--quick 20k)")
     p.add_argument("--rss-users", type=int,
                    help="users of the rss workload's topic (default 1M; --quick 10k)")
+    p.add_argument("--sessions-memory-mb", type=int, default=256,
+                   help="the sessions workload runs both jobs once more a round with this "
+                        "job.container.memory.mb (default 256; 0: only at the default budget)")
     p.add_argument("--join-table-rows", type=int,
                    help="rows of the joins workload's table, one per user of its page views "
                         "(default 1M; --quick 2k)")

@@ -134,10 +134,11 @@ def _output(h: Harness, tag: str, kind: str = "winout") -> str:
 
 
 def millpond_windows(h: Harness, topic: str, messages: int, tag: str,
-                     want: dict[str, list[int]], app: str = "window_app") -> dict[str, Any]:
+                     want: dict[str, list[int]], app: str = "window_app",
+                     extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """One ``millpond run --bounded`` of ``app`` (``window_app``; the sessions workload's
     ``session_app`` too: the same ``{"start", "end", "value"}`` results), effectively-once,
-    checked from its output topic."""
+    checked from its output topic; ``extra``: more job properties."""
     ctx = h.ctx
     guarantee = "effectively-once"
     name = f"mpw-{ctx.salt}-{tag}"
@@ -147,6 +148,7 @@ def millpond_windows(h: Harness, topic: str, messages: int, tag: str,
     output = _output(h, tag)
     props = systems.millpond_props(ctx, name, topic, guarantee, run_dir / "state", timing,
                                    app, output)
+    props.update(extra or {})
     config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
     child = run_child([MILLPOND, "run", "--config", str(config), "--bounded"],
                       timeout=ctx.timeout, logdir=run_dir, name="run")

@@ -6,7 +6,9 @@ over the store's window keys (ordered by the time they close). The layout is
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from heapq import heappop, heappush, nsmallest
+from operator import itemgetter
 from typing import Any
 
 import orjson
@@ -26,6 +28,7 @@ from millpond.streams.windows import time_of as _time_of
 
 Step = Callable[[Any, Any, int], None]
 HEAD = 2 * WIDTH + 2  # the length of a window key's "<end>|<start>|"
+SESSION_HEAP = 50_000  # a session operator's close times in memory, a task (~100 B each)
 JOIN_SEQ = "~seq"  # the sequence that tells apart a key's records of one time (joins, sliding)
 
 
@@ -237,8 +240,19 @@ def session_window(node: Node, env: Any, emit: Step) -> Step:
     """A session window operator. A key's session ``[start, end]`` spans records less than
     ``gap`` apart (``end``: its last record's time) and closes when stream time reaches
     ``end + gap + grace``; a record within ``gap`` of several sessions merges them (their
-    states with the aggregation's ``merge``). Window keys are ``<end + gap>|<start>|<key>``
-    (ordered by when they close); ``k|<key>`` lists the key's open sessions."""
+    states with the aggregation's ``merge``).
+
+    One store entry per key, ``k|<key>``: its open sessions ``[start, end, state]`` by start
+    (a record reads and writes one entry). Sessions close at almost every record, so the
+    operator keeps the close times of the sessions that close first in a heap of
+    ``<end + gap>|<start>|<key>`` strings: closing pops it, with no store scan per record (a
+    scan would force the object cache's dirty entries down, so sessions that open and close
+    between two commits would reach RocksDB and the changelog, and in RocksDB it would step
+    over the deletes of the sessions closed since the last compaction). The heap holds at
+    most about SESSION_HEAP entries: every session that closes up to its ``horizon``. One
+    scan of the store (re)builds it at the first record, when stream time passes the
+    horizon, after a reload, and when new sessions filled it. A merged session's entry
+    stays until its time comes and is skipped then: its key no longer lists it."""
     label = node.label
     spec = spec_of(node)
     agg = spec.aggregation
@@ -247,48 +261,75 @@ def session_window(node: Node, env: Any, emit: Step) -> Step:
     gap, grace, ts_of = spec.size, spec.grace, spec.timestamp
     final, late_to, send = spec.mode == "final", spec.late_to, env.send
     store = env.store(label)
-    dumps = orjson.dumps
-    # "floor": no session closes before it (the last close's cutoff + 1: a session that
-    # closes at or before a cutoff was closed then, and a later record that would make one
-    # is late), so the scans seek past the deletes of the closed sessions instead of
-    # stepping over them (sessions close at almost every record: from "0" each scan cost
-    # O(sessions closed since RocksDB last compacted the store)). 0 after a reload.
-    clock = {"now": store.get(STREAM_TIME) or -1, "next": first_end(store), "floor": 0}
-    _reloads(env, clock, store)
-    env.clock.reloads.append(lambda: clock.update(floor=0))
+    dumps, loads = orjson.dumps, orjson.loads
+    # "next": no session closes before it (0: not known, the next record builds the heap)
+    clock = {"now": store.get(STREAM_TIME) or -1, "next": 0}
+    heap: list[str] = []  # "<close time>|<start>|<key as JSON>" of sessions closing first
+    # horizon: every session that closes at or before it is in the heap; built: heap valid
+    bounds = {"horizon": -1, "built": False}
 
-    def wkey(start: int, end: int, json_key: str) -> str:
-        return f"{end + gap:0{WIDTH}d}|{start:0{WIDTH}d}|{json_key}"
+    def reload() -> None:  # after a skipped record's writes were undone
+        clock.update(now=store.get(STREAM_TIME) or -1, next=0)
+        bounds["built"] = False
+
+    env.clock.reloads.append(reload)
+
+    def entries() -> Iterator[str]:
+        with store.range("k|", "k}") as it:  # ('}' follows '|')
+            for skey, sessions in it:
+                json_key = skey[2:]
+                for s in sessions:
+                    yield f"{s[1] + gap:0{WIDTH}d}|{s[0]:0{WIDTH}d}|{json_key}"
+
+    def build() -> None:
+        first = nsmallest(SESSION_HEAP + 1, entries())  # sorted: a valid heap
+        horizon = MAX_TIME
+        if len(first) > SESSION_HEAP:  # the rest close at or after first[-1]
+            last = int(first[-1][:WIDTH])
+            horizon = last - 1
+            first = [e for e in first if int(e[:WIDTH]) <= horizon]
+            if not first:  # more than SESSION_HEAP sessions close at one time
+                horizon = last
+                first = sorted(e for e in entries() if int(e[:WIDTH]) == last)
+        heap[:] = first
+        bounds.update(horizon=horizon, built=True)
 
     def close() -> None:
         cutoff = clock["now"] - grace
-        done: list[str] = []
-        index: dict[str, list[list[int]]] = {}
-        with store.range(f"{clock['floor']:0{WIDTH}d}", f"{cutoff + 1:0{WIDTH}d}") as it:
-            rows = list(it)
-        for window, state in rows:
-            close_at, start, key = parse_window_key(window)
-            end = close_at - gap
-            json_key = window.split("|", 2)[2]
-            done.append(window)
-            sessions = index.get(json_key)
-            if sessions is None:
-                sessions = index[json_key] = store.get(f"k|{json_key}") or []
-            sessions.remove([start, end])
-            if final:
-                try:
-                    out = result(state)
-                except Exception as exc:
-                    raise OperatorError(label, exc) from exc
-                emit(key, {"start": start, "end": end, "value": out}, end)
-        store.delete_all(done)
-        for json_key, sessions in index.items():
-            if sessions:
-                store.put(f"k|{json_key}", sessions)
-            else:
-                store.delete(f"k|{json_key}")
-        clock["floor"] = max(clock["floor"], cutoff + 1)
-        clock["next"] = first_end(store, clock["floor"])
+        below = f"{cutoff + 1:0{WIDTH}d}"  # entries before it close
+        get = store.get
+        while True:
+            if not bounds["built"]:
+                build()
+            changed: dict[str, list[list[Any]]] = {}  # key -> its sessions left (new lists)
+            while heap and heap[0] < below:
+                entry = heappop(heap)
+                close_at, start = int(entry[:WIDTH]), int(entry[WIDTH + 1:HEAD - 1])
+                json_key = entry[HEAD:]
+                sessions = changed.get(json_key)
+                if sessions is None:
+                    sessions = get(f"k|{json_key}") or []
+                end = close_at - gap
+                at = next((i for i, s in enumerate(sessions) if s[0] == start and s[1] == end),
+                          -1)
+                if at < 0:
+                    continue  # merged into a later session
+                changed[json_key] = sessions[:at] + sessions[at + 1:]
+                if final:
+                    try:
+                        out = result(sessions[at][2])
+                    except Exception as exc:
+                        raise OperatorError(label, exc) from exc
+                    emit(loads(json_key), {"start": start, "end": end, "value": out}, end)
+            for json_key, sessions in changed.items():
+                if sessions:
+                    store.put(f"k|{json_key}", sessions)
+                else:
+                    store.delete(f"k|{json_key}")
+            if cutoff <= bounds["horizon"]:
+                break
+            bounds["built"] = False  # sessions past the horizon may close too: rebuild
+        clock["next"] = int(heap[0][:WIDTH]) if heap else bounds["horizon"] + 1
 
     saw_record = _idle_ticks(spec, env, clock, store, close, grace)
 
@@ -297,31 +338,43 @@ def session_window(node: Node, env: Any, emit: Step) -> Step:
         now = _observe(t, clock, store, saw_record)
         closed = now - grace
         json_key = dumps(key).decode()
-        sessions: list[list[int]] = store.get(f"k|{json_key}") or []
+        skey = f"k|{json_key}"
+        sessions: list[list[Any]] = store.get(skey) or []
         joined = [s for s in sessions if s[0] - gap < t < s[1] + gap]
-        start = min([t, *(s[0] for s in joined)])
-        end = max([t, *(s[1] for s in joined)])
-        if not joined and end + gap <= closed:
+        if not joined and t + gap <= closed:
             env.late(label)
             if late_to is not None:
                 send(late_to, key, value, ts)
         else:
-            state = None
             try:
-                for s in joined:
-                    old = wkey(s[0], s[1], json_key)
-                    part = store.get(old)
-                    store.delete(old)
-                    state = part if state is None else merge(state, part)
-                state = add(init() if state is None else state, value)
+                if joined:
+                    state = joined[0][2]
+                    for s in joined[1:]:
+                        state = merge(state, s[2])
+                    state = add(state, value)
+                else:
+                    state = add(init(), value)
                 out = None if final else result(state)
             except Exception as exc:
                 raise OperatorError(label, exc) from exc
-            store.put(wkey(start, end, json_key), state)
-            store.put(f"k|{json_key}",
-                      sorted([s for s in sessions if s not in joined] + [[start, end]]))
-            if end + gap < clock["next"]:
-                clock["next"] = end + gap
+            start = min(t, joined[0][0]) if joined else t
+            end = max(t, joined[-1][1]) if joined else t
+            if len(joined) == len(sessions):
+                store.put(skey, [[start, end, state]])
+            else:
+                kept = [s for s in sessions if s not in joined]
+                store.put(skey, sorted([*kept, [start, end, state]], key=itemgetter(0)))
+            close_at = end + gap
+            if (bounds["built"] and close_at <= bounds["horizon"]
+                    and not (len(joined) == 1 and joined[0][0] == start
+                             and joined[0][1] == end)):
+                if len(heap) >= 2 * SESSION_HEAP:  # filled by new sessions: rebuild
+                    bounds["built"] = False
+                    clock["next"] = 0
+                else:
+                    heappush(heap, f"{close_at:0{WIDTH}d}|{start:0{WIDTH}d}|{json_key}")
+            if close_at < clock["next"]:
+                clock["next"] = close_at
             if not final:
                 emit(key, {"start": start, "end": end, "value": out}, ts)
         if clock["next"] <= closed:

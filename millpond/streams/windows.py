@@ -10,9 +10,10 @@ same windows at the same records. (Tumbling and hopping operators write it when 
 window end, less grace: only which ends it has passed decides what closes and what is late.)
 
 A window closes when stream time reaches ``end + grace``; a record whose windows are all closed
-is late: counted, and dropped or sent to the ``late_to`` topic. Session and sliding windows
-key their windows by the time they close instead (see their operators in
-:mod:`millpond.streams.window_ops`), so closing is the same scan.
+is late: counted, and dropped or sent to the ``late_to`` topic. Sliding windows key their
+windows by the time they close instead, so closing is the same scan; session windows keep
+one entry per key and the next close times in memory (see their operators in
+:mod:`millpond.streams.window_ops`).
 """
 
 from __future__ import annotations

@@ -140,20 +140,30 @@ def test_sessions_target_pairs_runs_by_peak_rss() -> None:
     def run(mb: float) -> dict[str, Any]:
         return {**_run(100.0, 10.0), "maxrss_mb": mb}
 
+    at = ", job.container.memory.mb=256"
     runs = {sessions.TUMBLING: [run(200.0), run(200.0)],
-            sessions.SESSIONS: [run(280.0), run(320.0)]}
-    (t,) = sessions.targets(runs)
-    assert t["median"] == 1.5 and t["status"] == "pass"
-    assert t["target"] == "millpond session windows peak RSS <= 1.5x tumbling"
+            sessions.SESSIONS: [run(280.0), run(320.0)],
+            sessions.TUMBLING + at: [run(150.0), run(150.0)],
+            sessions.SESSIONS + at: [run(300.0), run(310.0)]}
+    t, b = sessions.targets(runs, (None, 256))
+    assert t["median"] == 1.5 and t["status"] == "pass" and b["status"] == "miss"
+    assert t["target"] == ("millpond session windows peak RSS <= 1.5x tumbling (both at the "
+                           "default budget)")
+    assert b["median"] == 305 / 150 and b["budget_mb"] == 256
     runs[sessions.SESSIONS][0]["maxrss_mb"] = 400.0
     assert sessions.targets(runs)[0]["status"] == "miss"
     results = {"sessions": {"runs": {k: summarize_runs(rs) for k, rs in runs.items()},
                             "input": {"messages": 1_000_000, "users": 100},
-                            "targets": sessions.targets(runs)}}
+                            "targets": sessions.targets(runs, (None, 256))}}
     got = {t["target"]: t for t in report.targets(results)}
-    assert got["millpond session windows peak RSS <= 1.5x tumbling"]["status"] == "miss"
+    assert got["millpond session windows peak RSS <= 1.5x tumbling (both at the default "
+               "budget)"]["status"] == "miss"
+    assert got["millpond session windows peak RSS <= 1.5x tumbling (both at "
+               "job.container.memory.mb=256)"]["value"] == 305 / 150
     table = report.readme_table({**results, "meta": _meta(), "workload_conditions": {}})
     assert "session-window count per user" in table and "<= 1.5x tumbling" in table
+    md = report.markdown({**results, "meta": _meta(), "workload_conditions": {}})
+    assert "session count, 30-minute gap (effectively-once), job.container.memory.mb=256" in md
 
 
 def test_windows_targets_pair_runs() -> None:

@@ -150,8 +150,8 @@ def test_sessions_close_after_the_gap_and_a_bridging_record_merges_two() -> None
         ("k", {"start": 100, "end": 120, "value": 23}, 120)]
     driver.pipe("v", "k", 32, 150)  # 150 + 10 + 20 <= 200: its session would have closed
     assert driver.read("late") == [("k", 32)] and driver.late_records == {"s": 1}
-    assert driver.state("s") == {"~stream-time": 200, 'k|"x"': [[200, 200]],
-                                 '0000000000000210|0000000000000200|"x"': 0}
+    # one entry a key: its open sessions [start, end, state]; closed ones leave nothing
+    assert driver.state("s") == {"~stream-time": 200, 'k|"x"': [[200, 200, 0]]}
 
 
 def test_session_current_results_and_records_exactly_a_gap_apart() -> None:
@@ -164,41 +164,73 @@ def test_session_current_results_and_records_exactly_a_gap_apart() -> None:
         ("k", {"start": 19, "end": 19, "value": 1})]
 
 
-def test_session_scans_start_past_the_sessions_already_closed() -> None:
-    """Sessions close at almost every record; each close's scans (closing, the next close
-    time) start at the last close's cutoff, not at the store's first key: in RocksDB the
-    deletes of every closed session lie before it until a compaction, and a scan from the
-    first key steps over all of them. What closes is the same; after a restart (no floor
-    known) the first scan starts at the beginning again."""
+def test_sessions_close_without_a_store_scan_per_record() -> None:
+    """Sessions close at almost every record; the operator pops its heap of close times
+    instead of scanning the store (a scan forces the object cache's dirty entries down, and
+    in RocksDB steps over the deletes of the sessions closed since a compaction). One scan
+    builds the heap at the first close, again after a restart; what closes is the same, and
+    a merged session's stale heap entry sends nothing."""
     app = App()
-    app.source("v").session_window(10).count("c").final().to("out")
+    app.source("v").session_window(10, grace_ms=20).count("c").final().to("out")
     driver = TestDriver(app)
     store = driver.store("c")
-    starts: list[str] = []
+    scans: list[str] = []
     scan = store.range
-
-    def range_(start: str, end: str) -> object:
-        starts.append(start)
-        return scan(start, end)
-
-    store.range = range_
+    store.range = lambda start, end: (scans.append(start), scan(start, end))[1]
     driver.pipe_all("v", [(f"k{t % 3}", None, t * 7) for t in range(40)])
     closed = driver.read("out")
     assert len(closed) >= 20 and all(v["value"] == 1 for _, v in closed)
-    assert len(starts) >= 2 * len(closed) - 2  # a scan to close, one for the next close
-    assert int(starts[-1]) == 39 * 7 + 1  # the last cutoff (stream time, grace 0) + 1
-    assert all(int(a) <= int(b) for a, b in zip(starts[2:], starts[3:], strict=False))
+    assert len(scans) == 1  # the heap's build at the first close
+    # k9 at 500 and 515 (two sessions, within grace), 508 bridges them: one session of three records
+    driver.pipe_all("v", [("k9", None, 500), ("k9", None, 515), ("k9", None, 508)])
     driver.pipe("v", "end", None, 10_000)
-    assert len(driver.read("out")) == 2  # the two sessions still open; none twice
+    out = driver.read("out")
+    assert ("k9", {"start": 500, "end": 515, "value": 3}) in out
+    assert len([v for k, v in out if k == "k9"]) == 1 and len(scans) == 1
+    assert set(driver.state("c")) == {"~stream-time", 'k|"end"'}  # one entry a key
 
     again = driver.restarted()
     back = again.store("c")
     seen: list[str] = []
     scan2 = back.range
     back.range = lambda start, end: (seen.append(start), scan2(start, end))[1]
-    again.pipe("v", "x", None, 20_000)
-    assert int(seen[0]) == 0 and again.read("out") == [
-        ("end", {"start": 10_000, "end": 10_000, "value": 1})]
+    again.pipe_all("v", [("x", None, 20_000), ("y", None, 30_000)])
+    assert len(seen) == 1 and again.read("out") == [
+        ("end", {"start": 10_000, "end": 10_000, "value": 1}),
+        ("x", {"start": 20_000, "end": 20_000, "value": 1})]
+
+
+@pytest.mark.parametrize("heap", [1, 2, 5])  # (3 keys: at most ~6 open sessions)
+def test_a_small_session_heap_closes_the_same_sessions(heap: int, monkeypatch) -> None:
+    """The heap holds the close times of about SESSION_HEAP sessions (those that close
+    first); stream time past its horizon, or a heap filled by new sessions, rebuilds it from
+    one scan. Any bound closes the same sessions at the same records, before and after a
+    restart, as an unbounded heap does."""
+    from millpond.streams import window_ops
+    records = _disordered(400, seed=11) + [(k, 0, 10_000) for k in "abcdefgh"]
+
+    def run(cut: int) -> tuple[list, list, int]:
+        app = App()
+        app.source("v").session_window(4, grace_ms=3, late_to="late").sum("w").final().to(
+            "out")
+        first = TestDriver(app)
+        scans = [0]
+        scan = first.store("w").range
+        first.store("w").range = lambda a, b: (scans.__setitem__(0, scans[0] + 1),
+                                               scan(a, b))[1]
+        first.pipe_all("v", records[:cut])
+        second = first.restarted()
+        second.pipe_all("v", records[cut:])
+        return (first.read("out") + second.read("out"), first.read("late")
+                + second.read("late"), scans[0])
+
+    want_out, want_late, one_scan = run(len(records))
+    assert one_scan == 1 and len(want_out) > 50 and want_late
+    monkeypatch.setattr(window_ops, "SESSION_HEAP", heap)
+    out, late, scans = run(len(records))
+    assert (out, late) == (want_out, want_late) and scans > (10 if heap < 3 else 0)
+    for cut in (1, 97, 250, 401):
+        assert run(cut)[:2] == (want_out, want_late), cut
 
 
 def test_a_session_aggregation_must_merge() -> None:
