@@ -330,6 +330,26 @@ def test_idle_close_moves_a_quiet_stream_time_on_with_the_wall_clock() -> None:
     assert driver.read("out") == []  # without idle_close_ms closing follows event time only
 
 
+def test_idle_close_closes_sessions_before_and_after_a_restart() -> None:
+    """A session's close time is in the operator's heap, built from the store after a
+    restart (the first close builds it, here the idle watch's)."""
+    def app() -> App:
+        a = App()
+        a.source("v").session_window(1_000, idle_close_ms=5_000).count("c").final().to("out")
+        return a
+
+    driver = TestDriver(app(), start_time=1_000_000)
+    driver.pipe_all("v", [("k", None, 100), ("k", None, 900), ("j", None, 1_500)])
+    driver.advance_time(5_000)  # stream time 6 500: both sessions closed
+    assert driver.read("out") == [("k", {"start": 100, "end": 900, "value": 2}),
+                                  ("j", {"start": 1_500, "end": 1_500, "value": 1})]
+    driver.pipe("v", "m", None, 7_000)
+    again = driver.restarted()
+    again.advance_time(5_000)
+    assert again.read("out") == [("m", {"start": 7_000, "end": 7_000, "value": 1})]
+    assert set(again.state("c")) == {"~stream-time"}
+
+
 def test_early_results_every_n_records_and_every_t_ms_before_the_final_one() -> None:
     app = App()
     (app.source("v").tumbling_window(100).count("c")
