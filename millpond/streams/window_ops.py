@@ -248,8 +248,9 @@ def session_window(node: Node, env: Any, emit: Step) -> Step:
     ``<end + gap>|<start>|<key>`` strings: closing pops it, with no store scan per record (a
     scan would force the object cache's dirty entries down, so sessions that open and close
     between two commits would reach RocksDB and the changelog, and in RocksDB it would step
-    over the deletes of the sessions closed since the last compaction). The heap holds at
-    most about SESSION_HEAP entries: every session that closes up to its ``horizon``. One
+    over the deletes of the sessions closed since the last compaction). The heap holds
+    SESSION_HEAP entries (new sessions may fill it to twice that): every session that closes
+    up to its ``horizon``. One
     scan of the store (re)builds it at the first record, when stream time passes the
     horizon, after a reload, and when new sessions filled it. A merged session's entry
     stays until its time comes and is skipped then: its key no longer lists it."""
