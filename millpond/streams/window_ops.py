@@ -250,10 +250,10 @@ def session_window(node: Node, env: Any, emit: Step) -> Step:
     between two commits would reach RocksDB and the changelog, and in RocksDB it would step
     over the deletes of the sessions closed since the last compaction). The heap holds
     SESSION_HEAP entries (new sessions may fill it to twice that): every session that closes
-    up to its ``horizon``. One
-    scan of the store (re)builds it at the first record, when stream time passes the
-    horizon, after a reload, and when new sessions filled it. A merged session's entry
-    stays until its time comes and is skipped then: its key no longer lists it."""
+    up to its ``horizon``. One scan of the store (re)builds it at the first record, when
+    stream time passes the horizon, after a reload, and when new sessions filled it. A
+    merged session's entry stays until its time comes and is skipped then: its key no
+    longer lists it."""
     label = node.label
     spec = spec_of(node)
     agg = spec.aggregation
@@ -275,12 +275,15 @@ def session_window(node: Node, env: Any, emit: Step) -> Step:
 
     env.clock.reloads.append(reload)
 
+    def entry(close_at: int, start: int, json_key: str) -> str:
+        return f"{close_at:0{WIDTH}d}|{start:0{WIDTH}d}|{json_key}"
+
     def entries() -> Iterator[str]:
         with store.range("k|", "k}") as it:  # ('}' follows '|')
             for skey, sessions in it:
                 json_key = skey[2:]
                 for s in sessions:
-                    yield f"{s[1] + gap:0{WIDTH}d}|{s[0]:0{WIDTH}d}|{json_key}"
+                    yield entry(s[1] + gap, s[0], json_key)
 
     def build() -> None:
         first = nsmallest(SESSION_HEAP + 1, entries())  # sorted: a valid heap
@@ -373,7 +376,7 @@ def session_window(node: Node, env: Any, emit: Step) -> Step:
                     bounds["built"] = False
                     clock["next"] = 0
                 else:
-                    heappush(heap, f"{close_at:0{WIDTH}d}|{start:0{WIDTH}d}|{json_key}")
+                    heappush(heap, entry(close_at, start, json_key))
             if close_at < clock["next"]:
                 clock["next"] = close_at
             if not final:
