@@ -77,6 +77,13 @@ class KeyValueStore(ABC, Generic[K, V]):
     def put(self, key: K, value: V) -> None:
         """Store ``value`` under ``key``, replacing any previous value."""
 
+    def put_new(self, key: K, value: V) -> None:
+        """put() under a key the caller knows holds no value (never put, or deleted): an
+        object cache then skips the lookup below that a get would have made, and forgets
+        the entry outright if it is deleted before being written down. Any other store
+        takes it as a put."""
+        self.put(key, value)
+
     @abstractmethod
     def put_all(self, items: Iterable[tuple[K, V]]) -> None:
         """put() each (key, value) pair, in order (a later pair for a key wins)."""

@@ -46,6 +46,12 @@ class NullSafeStore(KeyValueStore[K, V]):
             raise self._none("put", "key" if key is None else "value")
         self._put(key, value)
 
+    def put_new(self, key: K, value: V) -> None:
+        """Store ``value`` under ``key``, which holds no value (see KeyValueStore.put_new)."""
+        if key is None or value is None:
+            raise self._none("put_new", "key" if key is None else "value")
+        self.inner.put_new(key, value)
+
     def put_all(self, items: Iterable[tuple[K, V]]) -> None:
         """Store every pair; a None anywhere rejects the whole call before anything is written."""
         pairs = list(items)

@@ -54,6 +54,8 @@ class MemoryStore:
     def put(self, key: Any, value: Any) -> None:
         self.data[key] = _JSON.from_bytes(_JSON.to_bytes(value))
 
+    put_new = put  # (a key known to hold no value: KeyValueStore.put_new)
+
     def delete(self, key: Any) -> None:
         self.data.pop(key, None)
 

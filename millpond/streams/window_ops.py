@@ -1,6 +1,7 @@
 """Running window operators: each record updates its key's open windows in the operator's
-store, then the windows stream time has closed are sent (``final``) and deleted, one range scan
-over the store's window keys (ordered by the time they close). The layout is
+store, then the windows stream time has closed are sent (``final``) and deleted: one range scan
+over the store's window keys (ordered by the time they close), or the windows an operator
+keeps in memory (tumbling and hopping: those it opened; sessions: the next to close). The layout is
 :mod:`millpond.streams.windows`'.
 """
 
@@ -29,7 +30,14 @@ from millpond.streams.windows import time_of as _time_of
 Step = Callable[[Any, Any, int], None]
 HEAD = 2 * WIDTH + 2  # the length of a window key's "<end>|<start>|"
 SESSION_HEAP = 50_000  # a session operator's close times in memory, a task (~100 B each)
+WINDOW_INDEX = 100_000  # a time window operator's open windows in memory, a task (~100 B each)
 JOIN_SEQ = "~seq"  # the sequence that tells apart a key's records of one time (joins, sliding)
+
+
+def _stream_time(store: Any) -> int:
+    """The operator's stream time kept in ``store`` (-1: none yet; 0 is a time)."""
+    now = store.get(STREAM_TIME)
+    return -1 if now is None else now
 
 
 def _idle_ticks(spec: Any, env: Any, clock: dict[str, int], store: Any,
@@ -64,7 +72,7 @@ def _reloads(env: Any, clock: dict[str, int], store: Any) -> None:
     next window end come back from its store (the record may have moved them in memory)."""
 
     def reload() -> None:
-        clock["now"] = store.get(STREAM_TIME) or -1
+        clock["now"] = _stream_time(store)
         clock["next"] = first_end(store)
         clock["mark"] = -1  # (time_window: the next advance writes stream time again)
 
@@ -107,9 +115,31 @@ def _close_ended(label: str, store: Any, cutoff: int, result: Callable[[Any], An
     store.delete_all(done)
 
 
+def _close_indexed(label: str, store: Any, end: int, start: int, keys: list[str],
+                   result: Callable[[Any], Any], emit: Step | None) -> None:
+    """Delete the windows ``[start, end)`` of the JSON ``keys`` (sorted: the order a scan
+    of their store keys has), first sending each one's result with ``emit`` if given, as
+    :func:`_close_ended` does."""
+    prefix = f"{end:0{WIDTH}d}|{start:0{WIDTH}d}|"
+    windows = [prefix + key for key in keys]
+    if emit is not None:
+        loads, get = orjson.loads, store.get
+        for key, window in zip(keys, windows, strict=True):
+            state = get(window)
+            if state is None:  # (not expected: nothing but a close deletes a window)
+                continue
+            try:
+                out = result(state)
+            except Exception as exc:
+                raise OperatorError(label, exc) from exc
+            emit(loads(key), {"start": start, "end": end, "value": out}, end - 1)
+    store.delete_all(windows)
+
+
 def time_window(node: Node, env: Any, emit: Step) -> Step:
-    """A tumbling or hopping window operator: each record updates its key's windows that are still open, then
-    the windows whose end plus grace stream time has reached are closed (one range scan)."""
+    """A tumbling or hopping window operator: each record updates its key's windows that are
+    still open, then the windows whose end plus grace stream time has reached are closed
+    (from the operator's index of the windows it opened, else one range scan)."""
     label = node.label
     spec = spec_of(node)
     agg = spec.aggregation
@@ -135,15 +165,49 @@ def time_window(node: Node, env: Any, emit: Step) -> Step:
     # window ends stream time has passed (less grace) matters (closing, lateness), and ends
     # are size + a multiple of step: the copy is written when stream time passes one, not
     # at every record. A replay from it closes the same windows at the same records.
-    clock = {"now": store.get(STREAM_TIME) or -1, "next": first_end(store), "mark": -1}
+    clock = {"now": _stream_time(store), "next": first_end(store), "mark": -1}
     _reloads(env, clock, store)
     updated: set[str] = set()  # windows updated since the last early results by time
     offset = size % step_ms
     first_mark = size + grace  # (the first window ends at size)
 
+    # The windows opened since the operator began indexing (end -> keys as JSON): a close
+    # takes its windows from here (gets that hit the object cache) instead of a range scan
+    # that walks every dirty entry and the engine's written-down ones, and a window past
+    # "scan" that is not here does not exist, so its first put needs no lookup
+    # (put_new). Windows in the store that may be missing here (opened before a restart or
+    # a reload, or dropped when the index was full) end at or before "scan": up to there,
+    # gets and closes go to the store as before. At most WINDOW_INDEX windows (~100 B each).
+    index: dict[int, dict[str, None]] = {}
+    # A stored window holds a time <= the stream time the operator had, which is below the
+    # mark its stored stream time gave (max(first_mark, stored + step)): the windows stored
+    # end before that plus size. (No stream time stored: no record yet, no window.)
+    def unindexed() -> int:
+        now = clock["now"]
+        return max(first_mark, now + step_ms) + size if now >= 0 else -1
+
+    indexed = {"n": 0, "scan": unindexed()}
+
+    def reindex() -> None:  # after a reload: the store's windows may differ from the index
+        index.clear()
+        indexed["n"], indexed["scan"] = 0, unindexed()
+
+    env.clock.reloads.append(reindex)
+    sender = emit if final else None
+
     def close() -> None:
         cutoff = clock["now"] - grace  # windows that end at or before it are closed
-        _close_ended(label, store, cutoff, result, emit if final else None, 0)
+        if indexed["scan"] >= 0:
+            _close_ended(label, store, cutoff, result, sender, 0)
+            for end in [end for end in index if end <= cutoff]:
+                indexed["n"] -= len(index.pop(end))
+            if cutoff >= indexed["scan"]:
+                indexed["scan"] = -1
+        else:
+            for end in sorted([end for end in index if end <= cutoff]):
+                keys = index.pop(end)
+                indexed["n"] -= len(keys)
+                _close_indexed(label, store, end, end - size, sorted(keys), result, sender)
         # The next window end that can exist (ends are size + a multiple of step): a lower
         # bound, no second scan; a close at a bound with no window there finds nothing.
         clock["next"] = cutoff + 1 + (offset - cutoff - 1) % step_ms
@@ -208,13 +272,33 @@ def time_window(node: Node, env: Any, emit: Step) -> Step:
                     prefixes.clear()
                 prefix = prefixes[start] = f"{end:0{WIDTH}d}|{start:0{WIDTH}d}|"
             window = prefix + json_key
-            state = store.get(window)
+            if end > indexed["scan"]:  # the index knows whether the window exists
+                keys = index.get(end)
+                if keys is None:
+                    keys = index[end] = {}
+                if json_key in keys:
+                    state = store.get(window)
+                    new = False
+                else:
+                    state, new = None, True
+                    keys[json_key] = None
+                    indexed["n"] += 1
+                    if indexed["n"] > WINDOW_INDEX:  # full: these are left to a scan
+                        indexed["scan"] = max(index)
+                        indexed["n"] = 0
+                        index.clear()
+            else:
+                state = store.get(window)
+                new = False
             try:
                 state = add(init() if state is None else state, value)
                 out = result(state) if not final else None
             except Exception as exc:
                 raise OperatorError(label, exc) from exc
-            store.put(window, state)
+            if new:
+                store.put_new(window, state)
+            else:
+                store.put(window, state)
             taken = True
             if end < clock["next"]:
                 clock["next"] = end
@@ -264,13 +348,13 @@ def session_window(node: Node, env: Any, emit: Step) -> Step:
     store = env.store(label)
     dumps, loads = orjson.dumps, orjson.loads
     # "next": no session closes before it (0: not known, the next record builds the heap)
-    clock = {"now": store.get(STREAM_TIME) or -1, "next": 0}
+    clock = {"now": _stream_time(store), "next": 0}
     heap: list[str] = []  # "<close time>|<start>|<key as JSON>" of sessions closing first
     # horizon: every session that closes at or before it is in the heap; built: heap valid
     bounds = {"horizon": -1, "built": False}
 
     def reload() -> None:  # after a skipped record's writes were undone
-        clock.update(now=store.get(STREAM_TIME) or -1, next=0)
+        clock.update(now=_stream_time(store), next=0)
         bounds["built"] = False
 
     env.clock.reloads.append(reload)
@@ -416,7 +500,7 @@ def sliding_window(node: Node, env: Any, emit: Step) -> Step:
         return MAX_TIME + 1
 
     def reload() -> None:
-        clock.update(now=store.get(STREAM_TIME) or -1, next=first_end(store),
+        clock.update(now=_stream_time(store), next=first_end(store),
                      kept=first_kept(), seq=store.get(JOIN_SEQ) or 0)
 
     reload()

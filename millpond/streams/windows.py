@@ -3,8 +3,9 @@ results, a grace period and a policy for late records.
 
 A window ``[start, end)`` of a key holds one aggregation state in the operator's store under
 ``<end, 16 digits>|<start, 16 digits>|<key as JSON>``, so the store is ordered by window end:
-closing windows is one range scan from the start to the closing time, and a closed window
-leaves nothing behind. The operator's stream time (the largest timestamp it has seen) is kept
+closing windows is one range scan from the start to the closing time (or, for the windows a
+tumbling or hopping operator opened since it started, a walk of its in-memory index of them),
+and a closed window leaves nothing behind. The operator's stream time (the largest timestamp it has seen) is kept
 in the same store (``~stream-time``, after every window), so a replay after a crash closes the
 same windows at the same records. (Tumbling and hopping operators write it when it passes a
 window end, less grace: only which ends it has passed decides what closes and what is late.)

@@ -427,6 +427,64 @@ def test_a_restart_from_the_stores_alone_sends_what_one_uninterrupted_run_sends(
         assert late + second.read("late") == want_late, cut
 
 
+def test_tumbling_and_hopping_windows_close_without_a_store_scan() -> None:
+    """The operator indexes the windows it opens: a close gets them (a hit in the job's
+    object cache) instead of scanning the store, and a window it never opened is put
+    without a lookup. After a restart, closes scan until every window opened before it
+    has closed, then the index takes over again."""
+    app = App()
+    app.source("v").hopping_window(10, 5).count("c").final().to("out")
+    driver = TestDriver(app)
+    store = driver.store("c")
+    scans: list[str] = []
+    scan, get = store.range, store.get
+    gets: list[str] = []
+    store.range = lambda start, end: (scans.append(start), scan(start, end))[1]
+    store.get = lambda key: (gets.append(key), get(key))[1]
+    driver.pipe_all("v", [(f"k{t % 4}", None, t) for t in range(100)])
+    out = driver.read("out")
+    assert len(out) == 4 * 18 and scans == []  # ends 10..95 closed, 4 keys each
+    # 195 window updates (times 0-4 fall in one window, the rest in two) of 80 windows
+    # (4 keys, starts 0..95): a get for each update but a window's first, one per close
+    assert len([g for g in gets if g != "~stream-time"]) == (195 - 80) + 72
+
+    again = driver.restarted()
+    back = again.store("c")
+    seen: list[str] = []
+    scan2 = back.range
+    back.range = lambda start, end: (seen.append(start), scan2(start, end))[1]
+    again.pipe_all("v", [(f"k{t % 4}", None, t) for t in range(100, 200)])
+    assert 1 <= len(seen) <= 4  # closes until the windows opened before it closed
+    whole = TestDriver(app)
+    whole.pipe_all("v", [(f"k{t % 4}", None, t) for t in range(200)])
+    assert out + again.read("out") == whole.read("out")
+
+
+@pytest.mark.parametrize("bound", [1, 2, 5])
+def test_a_small_window_index_closes_the_same_windows(bound: int, monkeypatch) -> None:
+    """The index holds up to WINDOW_INDEX open windows; past that, the windows it held are
+    closed by scans again. Any bound, with restarts at several records, closes the same
+    windows with the same results and finds the same records late."""
+    from millpond.streams import window_ops
+    records = _disordered(300, seed=8) + [(k, 0, 10_000) for k in "abc"]
+
+    def run(cut: int) -> tuple[list, list]:
+        app = App()
+        app.source("v").hopping_window(10, 4, grace_ms=3, late_to="late").sum("w").final().to(
+            "out")
+        first = TestDriver(app)
+        first.pipe_all("v", records[:cut])
+        second = first.restarted()
+        second.pipe_all("v", records[cut:])
+        return first.read("out") + second.read("out"), first.read("late") + second.read("late")
+
+    want = run(len(records))
+    assert len(want[0]) > 100 and want[1]
+    monkeypatch.setattr(window_ops, "WINDOW_INDEX", bound)
+    for cut in (1, 77, 150, 299, len(records)):
+        assert run(cut) == want, cut
+
+
 def test_the_stores_stream_time_is_written_when_it_passes_a_window_end() -> None:
     """Not at every record: only which ends stream time has passed matters."""
     app = App()

@@ -30,11 +30,16 @@ from millpond.stores.undo import RecordJournal
 
 
 class Recording(InMemoryEngine):
-    """An in-memory engine that keeps every batch written to it."""
+    """An in-memory engine that keeps every batch written to it and counts its gets."""
 
     def __init__(self) -> None:
         super().__init__()
         self.batches: list[list[tuple[bytes, bytes | None]]] = []
+        self.gets = 0
+
+    def get(self, key: bytes) -> bytes | None:
+        self.gets += 1
+        return super().get(key)
 
     def write_batch(self, items: Sequence[tuple[bytes, bytes | None]],
                     disable_wal: bool = False) -> None:
@@ -118,6 +123,63 @@ def test_an_undone_record_leaves_a_fresh_key_as_it_found_it() -> None:
     cache.flush()
     assert engine.written == []
     assert engine.get(b"k") == b"9"
+
+
+def test_put_new_is_fresh_without_a_lookup_below() -> None:
+    """A key the caller knows holds no value (a window the operator never opened): no get
+    below, and put + delete between write-downs write nothing, as after a get's miss."""
+    engine = Recording()
+    cache = stack(engine)
+    cache.put_new("w1", 1)
+    cache.put("w1", 2)
+    assert cache.get("w1") == 2 and engine.gets == 0
+    cache.delete("w1")
+    cache.put_new("w2", 3)
+    cache.flush()
+    assert engine.written == [(b"w2", b"3")] and engine.gets == 0
+    assert cache.hits == 1 and cache.misses == 0
+
+
+def test_put_new_over_a_pending_delete_still_deletes_below() -> None:
+    """A cached key is an ordinary put: a dirty delete of a value below stays owed (marking
+    it fresh would drop the tombstone and let the old value back)."""
+    engine = Recording()
+    engine.put(b"k", b"1")
+    cache = stack(engine)
+    cache.delete("k")  # dirty: the layer below still holds 1
+    cache.put_new("k", 2)
+    cache.delete("k")
+    cache.flush()
+    assert engine.written == [(b"k", None)] and engine.get(b"k") is None
+
+
+def test_put_new_of_a_skipped_record_is_forgotten() -> None:
+    engine = Recording()
+    cache = stack(engine)
+    journal = RecordJournal()
+    journal.attach(cache)
+    journal.start()
+    cache.put_new("n", 1)
+    journal.undo()
+    journal.stop()
+    assert cache.cached_count == 0 and cache.dirty_count == 0
+    assert cache.get("n") is None and engine.gets == 1
+    cache.flush()
+    assert engine.written == []
+
+
+def test_put_new_through_the_null_safe_layer_and_a_plain_store() -> None:
+    from millpond.stores import NullSafeStore
+    from millpond.stores.errors import StoreError
+    engine = Recording()
+    top = NullSafeStore(stack(engine), "s")
+    top.put_new("a", 1)
+    with pytest.raises(StoreError, match="put_new"):
+        top.put_new("b", None)
+    plain = SerializedStore(engine, StringSerde(), JsonSerde(), "s")  # no cache: a put
+    plain.put_new("c", 2)
+    top.flush()
+    assert engine.get(b"a") == b"1" and engine.get(b"c") == b"2" and engine.gets == 2
 
 
 def _fill(cache: CachedStore[Any, Any], engine: Recording, n: int) -> None:
