@@ -51,6 +51,9 @@ class MemoryStore:
     def get(self, key: Any) -> Any:
         return self.data.get(key)
 
+    def get_all(self, keys: Iterable[Any]) -> dict[Any, Any]:
+        return {key: self.data[key] for key in keys if key in self.data}
+
     def put(self, key: Any, value: Any) -> None:
         self.data[key] = _JSON.from_bytes(_JSON.to_bytes(value))
 

@@ -30,7 +30,7 @@ from millpond.streams.windows import time_of as _time_of
 Step = Callable[[Any, Any, int], None]
 HEAD = 2 * WIDTH + 2  # the length of a window key's "<end>|<start>|"
 SESSION_HEAP = 50_000  # a session operator's close times in memory, a task (~100 B each)
-WINDOW_INDEX = 100_000  # a time window operator's open windows in memory, a task (~100 B each)
+WINDOW_INDEX = 100_000  # a time window operator's open windows indexed in memory, a task
 JOIN_SEQ = "~seq"  # the sequence that tells apart a key's records of one time (joins, sliding)
 
 
@@ -115,24 +115,24 @@ def _close_ended(label: str, store: Any, cutoff: int, result: Callable[[Any], An
     store.delete_all(done)
 
 
-def _close_indexed(label: str, store: Any, end: int, start: int, keys: list[str],
+def _close_indexed(label: str, store: Any, windows: list[str],
                    result: Callable[[Any], Any], emit: Step | None) -> None:
-    """Delete the windows ``[start, end)`` of the JSON ``keys`` (sorted: the order a scan
-    of their store keys has), first sending each one's result with ``emit`` if given, as
-    :func:`_close_ended` does."""
-    prefix = f"{end:0{WIDTH}d}|{start:0{WIDTH}d}|"
-    windows = [prefix + key for key in keys]
+    """Delete ``windows``, store keys of one end (sorted: a scan's order), first sending
+    each one's result with ``emit`` if given, as :func:`_close_ended` does."""
     if emit is not None:
-        loads, get = orjson.loads, store.get
-        for key, window in zip(keys, windows, strict=True):
-            state = get(window)
+        states = store.get_all(windows)
+        loads = orjson.loads
+        head = windows[0][:HEAD] if windows else ""
+        end, start = int(head[:WIDTH] or 0), int(head[WIDTH + 1:HEAD - 1] or 0)
+        for window in windows:
+            state = states.get(window)
             if state is None:  # (not expected: nothing but a close deletes a window)
                 continue
             try:
                 out = result(state)
             except Exception as exc:
                 raise OperatorError(label, exc) from exc
-            emit(loads(key), {"start": start, "end": end, "value": out}, end - 1)
+            emit(loads(window[HEAD:]), {"start": start, "end": end, "value": out}, end - 1)
     store.delete_all(windows)
 
 
@@ -171,13 +171,14 @@ def time_window(node: Node, env: Any, emit: Step) -> Step:
     offset = size % step_ms
     first_mark = size + grace  # (the first window ends at size)
 
-    # The windows opened since the operator began indexing (end -> keys as JSON): a close
-    # takes its windows from here (gets that hit the object cache) instead of a range scan
-    # that walks every dirty entry and the engine's written-down ones, and a window past
-    # "scan" that is not here does not exist, so its first put needs no lookup
-    # (put_new). Windows in the store that may be missing here (opened before a restart or
+    # The windows opened since the operator began indexing, end -> their store keys (the
+    # strings the object cache holds as keys: an entry costs a dict slot beside them). A
+    # close takes its windows from here (hits in the object cache) instead of a range scan
+    # that walks every dirty entry and the engine's written-down ones; a window that ends
+    # past "scan" and is not here does not exist, so its first put needs no lookup below
+    # (put_new). Windows the store may hold that are not here (opened before a restart or
     # a reload, or dropped when the index was full) end at or before "scan": up to there,
-    # gets and closes go to the store as before. At most WINDOW_INDEX windows (~100 B each).
+    # gets and closes go to the store as before. At most WINDOW_INDEX windows.
     index: dict[int, dict[str, None]] = {}
     # A stored window holds a time <= the stream time the operator had, which is below the
     # mark its stored stream time gave (max(first_mark, stored + step)): the windows stored
@@ -207,7 +208,7 @@ def time_window(node: Node, env: Any, emit: Step) -> Step:
             for end in sorted([end for end in index if end <= cutoff]):
                 keys = index.pop(end)
                 indexed["n"] -= len(keys)
-                _close_indexed(label, store, end, end - size, sorted(keys), result, sender)
+                _close_indexed(label, store, sorted(keys), result, sender)
         # The next window end that can exist (ends are size + a multiple of step): a lower
         # bound, no second scan; a close at a bound with no window there finds nothing.
         clock["next"] = cutoff + 1 + (offset - cutoff - 1) % step_ms
@@ -276,12 +277,12 @@ def time_window(node: Node, env: Any, emit: Step) -> Step:
                 keys = index.get(end)
                 if keys is None:
                     keys = index[end] = {}
-                if json_key in keys:
+                if window in keys:
                     state = store.get(window)
                     new = False
                 else:
                     state, new = None, True
-                    keys[json_key] = None
+                    keys[window] = None
                     indexed["n"] += 1
                     if indexed["n"] > WINDOW_INDEX:  # full: these are left to a scan
                         indexed["scan"] = max(index)

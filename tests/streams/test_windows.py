@@ -440,7 +440,9 @@ def test_tumbling_and_hopping_windows_close_without_a_store_scan() -> None:
     scan, get = store.range, store.get
     gets: list[str] = []
     store.range = lambda start, end: (scans.append(start), scan(start, end))[1]
+    get_all = store.get_all
     store.get = lambda key: (gets.append(key), get(key))[1]
+    store.get_all = lambda keys: (gets.extend(keys), get_all(keys))[1]
     driver.pipe_all("v", [(f"k{t % 4}", None, t) for t in range(100)])
     out = driver.read("out")
     assert len(out) == 4 * 18 and scans == []  # ends 10..95 closed, 4 keys each
