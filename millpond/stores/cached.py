@@ -299,20 +299,9 @@ class CachedStore(KeyValueStore[K, V]):
         """put() of a key the caller knows holds no value: an uncached key is taken as a get
         would have found it below (absent, so the entry is fresh until written down) without
         the lookup; a cached one is an ordinary put (a dirty delete must still go down)."""
-        cache = self._cache
-        if self._closed or key in cache:
-            self.put(key, value)
-            return
-        journal = self._journal
-        if journal is not None:  # a skip forgets the entry: the layer below holds nothing
-            journal.append((self, key, _CLEAN))
-        cache[key] = value
-        self._fresh.add(key)
-        dirty = self._dirty
-        dirty[key] = None
-        if len(dirty) >= self._batch:
-            self._write_dirty()
-        self._charge(key, value)
+        if not self._closed and key not in self._cache:
+            self._cache[key] = None  # what the get's miss would have cached (uncharged)
+        self.put(key, value)
 
     def delete(self, key: K) -> None:
         """Cache a dirty absence: get() sees the delete at once, the layer below at write-down."""

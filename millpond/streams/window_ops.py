@@ -115,15 +115,14 @@ def _close_ended(label: str, store: Any, cutoff: int, result: Callable[[Any], An
     store.delete_all(done)
 
 
-def _close_indexed(label: str, store: Any, windows: list[str],
+def _close_indexed(label: str, store: Any, end: int, start: int, windows: list[str],
                    result: Callable[[Any], Any], emit: Step | None) -> None:
-    """Delete ``windows``, store keys of one end (sorted: a scan's order), first sending
-    each one's result with ``emit`` if given, as :func:`_close_ended` does."""
+    """Delete ``windows``, the store keys of window ``[start, end)`` (sorted: a scan's
+    order), first sending each one's result with ``emit`` if given, as
+    :func:`_close_ended` does."""
     if emit is not None:
         states = store.get_all(windows)
         loads = orjson.loads
-        head = windows[0][:HEAD] if windows else ""
-        end, start = int(head[:WIDTH] or 0), int(head[WIDTH + 1:HEAD - 1] or 0)
         for window in windows:
             state = states.get(window)
             if state is None:  # (not expected: nothing but a close deletes a window)
@@ -198,17 +197,18 @@ def time_window(node: Node, env: Any, emit: Step) -> Step:
 
     def close() -> None:
         cutoff = clock["now"] - grace  # windows that end at or before it are closed
-        if indexed["scan"] >= 0:
+        ended = sorted([end for end in index if end <= cutoff])
+        if indexed["scan"] >= 0:  # the store may hold windows the index does not
             _close_ended(label, store, cutoff, result, sender, 0)
-            for end in [end for end in index if end <= cutoff]:
+            for end in ended:
                 indexed["n"] -= len(index.pop(end))
             if cutoff >= indexed["scan"]:
                 indexed["scan"] = -1
         else:
-            for end in sorted([end for end in index if end <= cutoff]):
+            for end in ended:
                 keys = index.pop(end)
                 indexed["n"] -= len(keys)
-                _close_indexed(label, store, sorted(keys), result, sender)
+                _close_indexed(label, store, end, end - size, sorted(keys), result, sender)
         # The next window end that can exist (ends are size + a multiple of step): a lower
         # bound, no second scan; a close at a bound with no window there finds nothing.
         clock["next"] = cutoff + 1 + (offset - cutoff - 1) % step_ms
