@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 
 from millpond.streams.errors import DataflowError, OperatorError
+from millpond.streams.timers import stored_time
 from millpond.streams.windows import STREAM_TIME, WIDTH, _positive, time_of
 
 Step = Callable[[Any, Any, int], None]
@@ -57,7 +58,7 @@ def versioned_table(label: str, spec: VersionedSpec, env: Any) -> Step:
     clock = {"now": -1, "seq": 0}
 
     def reload() -> None:
-        clock.update(now=store.get(STREAM_TIME) or -1, seq=store.get(SEQ) or 0)
+        clock.update(now=stored_time(store, STREAM_TIME), seq=store.get(SEQ) or 0)
 
     reload()
     env.clock.reloads.append(reload)
@@ -121,7 +122,7 @@ def join_asof(label: str, fn: Any, env: Any, emit: Step) -> Step:
 
     def as_of(key: Any, value: Any, ts: int) -> Any:
         t = time_of(label, ts_of, value, ts)
-        if t < (table.get(STREAM_TIME) or -1) - retention:
+        if t < stored_time(table, STREAM_TIME) - retention:
             return None
         versions = _versions(table, dumps(key).decode(), t)
         return versions[-1][1]["v"] if versions else None

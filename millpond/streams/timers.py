@@ -25,6 +25,13 @@ from millpond.streams.errors import DataflowError
 
 EVENT, PROCESSING = "e", "p"
 STREAM_TIME = "s|stream-time"
+
+
+def stored_time(store: Any, key: str) -> int:
+    """A stream time an operator keeps in ``store`` under ``key``: -1 if none yet (0 is a
+    time, not "none": ``store.get(key) or -1`` would read it back as -1)."""
+    now = store.get(key)
+    return -1 if now is None else int(now)
 MAX_TIME = 10**16 - 1
 _WIDTH = 16
 NEVER = MAX_TIME + 1
@@ -64,7 +71,7 @@ class Timers:
     def reload(self) -> None:
         """Read the stream time and the earliest timers back from the store (at start, and
         after a skipped record's writes were undone)."""
-        self.stream_time = self._store.get(STREAM_TIME) or -1
+        self.stream_time = stored_time(self._store, STREAM_TIME)
         self._next = {EVENT: self._first(EVENT), PROCESSING: self._first(PROCESSING)}
         self._set_during = NEVER
 

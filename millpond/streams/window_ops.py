@@ -16,6 +16,7 @@ import orjson
 
 from millpond.streams.dataflow import Node
 from millpond.streams.errors import OperatorError
+from millpond.streams.timers import stored_time
 from millpond.streams.windows import (
     MAX_TIME,
     STREAM_TIME,
@@ -36,8 +37,7 @@ JOIN_SEQ = "~seq"  # the sequence that tells apart a key's records of one time (
 
 def _stream_time(store: Any) -> int:
     """The operator's stream time kept in ``store`` (-1: none yet; 0 is a time)."""
-    now = store.get(STREAM_TIME)
-    return -1 if now is None else now
+    return stored_time(store, STREAM_TIME)
 
 
 def _idle_ticks(spec: Any, env: Any, clock: dict[str, int], store: Any,
@@ -631,7 +631,8 @@ class _JoinState:
         """Read both sides' stream time, the sequence and the earliest buffered times back
         from the store (at start, and after a skipped record's writes were undone); the
         dicts are updated in place, as the sides' steps hold them."""
-        self.now.update({side: self.store.get(f"{STREAM_TIME}|{side}") or -1 for side in "LR"})
+        self.now.update({side: stored_time(self.store, f"{STREAM_TIME}|{side}")
+                         for side in "LR"})
         self.seq = self.store.get(JOIN_SEQ) or 0
         self.next.update({side: self.first(side) for side in "LR"})
 

@@ -176,3 +176,20 @@ def test_a_process_operator_compiles_to_its_store_and_timer_store() -> None:
         base + "task.window.ms=250\n", "p"))).job.window_ms == 250
     assert "(store last-view, changelog pv-1-last-view-changelog, timers in store " \
         "last-view-timers)" in describe.text(timed, config)
+
+
+def test_a_stream_time_of_zero_is_read_back_as_zero_after_a_restart() -> None:
+    app = App()
+
+    def on_record(ctx: Context, value: Any) -> None:
+        ctx.set_timer(ctx.now() + 1000, processing_time=True)
+
+    def on_timer(ctx: Context, timer: Timer) -> None:
+        ctx.emit(ctx.stream_time)
+
+    app.source("in").process("clock", on_record, on_timer).to("out")
+    driver = TestDriver(app, start_time=10_000)
+    driver.pipe("in", "k", 1, timestamp=0)  # the first record at event time 0
+    again = driver.restarted()  # its timer and stream time come back from the stores
+    again.advance_time(1000)
+    assert again.read("out") == [("k", 0)]  # (read back as "none yet", -1, before)
