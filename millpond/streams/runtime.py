@@ -25,7 +25,6 @@ from millpond.streams import asof
 from millpond.streams.aggregations import Aggregation
 from millpond.streams.dataflow import App, Node
 from millpond.streams.errors import OperatorError, TimerError
-from millpond.streams.lookahead import BatchReads, joined_tables, lookahead
 from millpond.streams.timers import EVENT, NEVER, PROCESSING, Timer, Timers, timers_store
 from millpond.streams.window_ops import (
     count_window,
@@ -68,11 +67,11 @@ def _none(key: Any, value: Any, ts: int) -> None:
     return None
 
 
-def bind(node: Node, env: Env, memo: dict[Any, Any] | None = None) -> Step:
+def bind(node: Node, env: Env, memo: dict[int, Any] | None = None) -> Step:
     """The function that runs ``node`` and everything downstream of it for one record (a
     ``process`` operator adds itself to ``env.clock``, for its timers). An operator several
     streams feed (after a ``merge``) is bound once (``memo``), so its state in memory, e.g.
-    a window's stream time, is one; so is each joined table's :class:`Lookahead`."""
+    a window's stream time, is one."""
     memo = {} if memo is None else memo
     step = memo.get(id(node))
     if step is None:
@@ -80,7 +79,7 @@ def bind(node: Node, env: Env, memo: dict[Any, Any] | None = None) -> Step:
     return step
 
 
-def _bind(node: Node, env: Env, memo: dict[Any, Any]) -> Step:
+def _bind(node: Node, env: Env, memo: dict[int, Any]) -> Step:
     kids = [bind(child, env, memo) for child in node.children]
     if not kids:
         emit: Step = _none
@@ -199,10 +198,8 @@ def _bind(node: Node, env: Env, memo: dict[Any, Any]) -> Step:
                 send(topic, out_key, value, ts)
     elif kind == "table":
         store = env.store(label)
-        forget = lookahead(memo, label, store).forget
 
         def step(key: Any, value: Any, ts: int) -> None:
-            forget(key)  # read ahead for this batch before this write: read it again
             if value is None:
                 store.delete(key)
             else:
@@ -211,10 +208,9 @@ def _bind(node: Node, env: Env, memo: dict[Any, Any]) -> Step:
     elif kind == "join":
         table_name, joiner, left, key_of = fn
         table = env.store(table_name)
-        if key_of is None:  # the record's key: read ahead a batch at a time
-            get = lookahead(memo, table_name, table).get
-            return asof.lookup_join(label, lambda key, value, ts: get(key), joiner, left,
-                                    emit)
+        if key_of is None:
+            return asof.lookup_join(label, lambda key, value, ts: table.get(key), joiner,
+                                    left, emit)
 
         def by_value(key: Any, value: Any, ts: int) -> Any:
             try:
@@ -420,27 +416,16 @@ def _process(node: Node, env: Env, emit: Step) -> Step:
     return step
 
 
-def chains(app: App, env: Env, memo: dict[Any, Any] | None = None) -> dict[str, Step]:
+def chains(app: App, env: Env) -> dict[str, Step]:
     """One fused function per source topic (internal topics included); with ``process``
-    operators, each runs under ``env.clock`` (stream time and event-time timers).
-    ``memo``: node (or shared operator state) -> what it was bound to (for
-    :func:`batch_reads`)."""
-    memo = {} if memo is None else memo
+    operators, each runs under ``env.clock`` (stream time and event-time timers)."""
+    memo: dict[int, Any] = {}  # node (or shared operator state) -> what it was bound to
     out = {topic: bind(node, env, memo) for topic, node in app.sources.items()}
     for name, node in app.repartitions.items():
         out[env.internal_topic(name)] = bind(node, env, memo)
     if env.clock.operators:
         out = {topic: env.clock.wrap(step) for topic, step in out.items()}
     return out
-
-
-def batch_reads(app: App, env: Env, memo: dict[Any, Any]) -> BatchReads:
-    """Per input topic (internal ones included), the tables its records are joined with by
-    key, to read a batch's keys ahead (``memo``: the one :func:`chains` bound)."""
-    roots = dict(app.sources)
-    roots.update({env.internal_topic(name): node for name, node in app.repartitions.items()})
-    return BatchReads({topic: [memo[("lookahead", name)] for name in joined_tables(node)]
-                       for topic, node in roots.items()})
 
 
 class _TaskEnv:
@@ -492,10 +477,7 @@ class DataflowTask(StreamTask):
         from millpond.streams.compile import load_app
 
         self._env = _TaskEnv(context)
-        app = load_app(context.config)
-        memo: dict[Any, Any] = {}
-        self._chains = chains(app, self._env, memo)
-        self._reads = batch_reads(app, self._env, memo)
+        self._chains = chains(load_app(context.config), self._env)
 
     def process(self, envelope: IncomingMessageEnvelope, collector: MessageCollector,
                 coordinator: TaskCoordinator) -> None:
@@ -517,17 +499,6 @@ class DataflowTask(StreamTask):
         """The run loop skipped the record being processed and undid its store writes:
         put the operators' stream time (kept in memory too) back as the stores have it."""
         self._env.clock.undo()
-
-    def before_batch(self, msgs: list[Any], serdes_of: Callable[[str], Any]) -> None:
-        """The run loop is about to run ``msgs`` through :meth:`fused_steps`: read the
-        joined tables' values of their keys ahead, one ``get_all`` a table."""
-        if self._reads:
-            self._reads.before(msgs, serdes_of)
-
-    def after_batch(self) -> None:
-        """The batch is done (or stopped early): drop what was read ahead."""
-        if self._reads:
-            self._reads.after()
 
     def fused_steps(self, collector: MessageCollector) -> dict[str, Step]:
         """The run loop's fast path: one ``step(key, value, timestamp)`` per input topic,

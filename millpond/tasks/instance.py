@@ -113,9 +113,6 @@ class TaskInstance:
         # is called with (key, value) alone.
         fused = getattr(self.task, "fused_steps", None)
         steps = fused(self.collector) if fused is not None else None
-        # ... and may read ahead what the batch's records will look up (before_batch), which
-        # holds until after_batch
-        ahead = getattr(self.task, "before_batch", None) if steps is not None else None
         metrics = self.metrics
         began = time.perf_counter_ns()
         journal = self.storage.journal
@@ -123,14 +120,10 @@ class TaskInstance:
         # a failed process() (no task.dlq.stream) stops the job instead: nothing to journal
         entries = journal.start() if getattr(on_error, "skips_process", True) else []
         try:
-            if ahead is not None:
-                ahead(msgs, serdes_of)
             done, handled = self._run(msgs, serdes_of, on_error, self.task.process, steps,
                                       entries)
         finally:
             journal.stop()
-            if ahead is not None:
-                self.task.after_batch()  # type: ignore[attr-defined]
         metrics.process_ns += time.perf_counter_ns() - began
         metrics.processed += handled
         return done
