@@ -25,6 +25,10 @@ from millpond.streams.errors import DataflowError
 
 EVENT, PROCESSING = "e", "p"
 STREAM_TIME = "s|stream-time"
+MAX_TIME = 10**16 - 1
+_WIDTH = 16
+NEVER = MAX_TIME + 1
+_BATCH = 1000  # due timers read per scan
 
 
 def stored_time(store: Any, key: str) -> int:
@@ -32,10 +36,6 @@ def stored_time(store: Any, key: str) -> int:
     time, not "none": ``store.get(key) or -1`` would read it back as -1)."""
     now = store.get(key)
     return -1 if now is None else int(now)
-MAX_TIME = 10**16 - 1
-_WIDTH = 16
-NEVER = MAX_TIME + 1
-_BATCH = 1000  # due timers read per scan
 
 
 class Timer(NamedTuple):
