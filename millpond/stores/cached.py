@@ -148,6 +148,8 @@ class CachedStore(KeyValueStore[K, V]):
         self.cache_size = cache_size
         self.write_batch_size = write_batch_size
         self.max_bytes = max_bytes
+        self.reserved = 0  # bytes of max_bytes set aside for memory beside the cache (reserve)
+        self._room = max_bytes  # what the entries may take: max_bytes less what is reserved
         self._cache: OrderedDict[K, V | None] = OrderedDict()  # None = known absent
         self._dirty: dict[K, None] = {}  # keys whose cached value is not written down yet
         self._fresh: set[K] = set()  # dirty keys the layer below holds no value of
@@ -184,7 +186,8 @@ class CachedStore(KeyValueStore[K, V]):
     def __repr__(self) -> str:
         return (
             f"CachedStore({self.name!r}, {len(self._cache)}/{self.cache_size} cached, "
-            f"~{self._bytes}/{self.max_bytes} B, "
+            f"~{self._bytes}/{self.max_bytes} B"
+            + (f" ({self.reserved} B reserved)" if self.reserved else "") + ", "
             f"{len(self._dirty)} dirty, over {self.inner!r})"
         )
 
@@ -285,7 +288,7 @@ class CachedStore(KeyValueStore[K, V]):
                 size = estimate_size(value)
                 sizes[key] += size
                 self._bytes += size
-                if self._bytes > self.max_bytes:
+                if self._bytes > self._room:
                     self._evict()
             else:
                 self._charge(key, value)
@@ -416,7 +419,7 @@ class CachedStore(KeyValueStore[K, V]):
         per_entry = self.estimated_entry_bytes
         if not per_entry:
             return self.cache_size
-        return max(1, min(self.cache_size, self.max_bytes // per_entry))
+        return max(1, min(self.cache_size, self._room // per_entry))
 
     @property
     def estimated_bytes(self) -> int:
@@ -435,6 +438,18 @@ class CachedStore(KeyValueStore[K, V]):
             raise StoreConfigError(f"object.cache.max.bytes must be > 0, got {max_bytes}",
                                    store=self.name)
         self.max_bytes = max_bytes
+        self._room = max(1, max_bytes - self.reserved)
+
+    def reserve(self, nbytes: int) -> None:
+        """Set ``nbytes`` of the byte bound aside for memory that lives beside the cache and
+        indexes the same store (a window operator's in-memory index of its windows): the
+        entries keep within ``max_bytes - nbytes``, so cache and index together stay within
+        the bound the memory plan gave the cache. Replaces the previous reservation; a cache
+        now over its room evicts at once."""
+        self.reserved = max(0, nbytes)
+        self._room = max(1, self.max_bytes - self.reserved)
+        if self._bytes > self._room and not self._closed:
+            self._evict()
 
     # -- internals ----------------------------------------------------------------------------
 
@@ -448,7 +463,7 @@ class CachedStore(KeyValueStore[K, V]):
         hits, misses = self.hits - self._seen[0], self.misses - self._seen[1]
         self._seen = (self.hits, self.misses)
         full = (len(self._cache) * 10 >= self.cache_size * 9
-                or self._bytes * 10 >= self.max_bytes * 9)
+                or self._bytes * 10 >= self._room * 9)
         self._sparse = full and hits * SPARSE_RATIO < hits + misses
 
     def _admitted(self) -> bool:
@@ -469,14 +484,14 @@ class CachedStore(KeyValueStore[K, V]):
         sizes = self._sizes
         self._bytes += size - sizes.get(key, 0)
         sizes[key] = size
-        if evict and (self._bytes > self.max_bytes or len(self._cache) > self.cache_size):
+        if evict and (self._bytes > self._room or len(self._cache) > self.cache_size):
             self._evict()
 
     def _evict(self) -> None:
         """Drop least recently used entries beyond the bounds; a dirty one is written down
         (with every other dirty entry) before it is dropped. The most recent entry stays."""
         cache, dirty, sizes = self._cache, self._dirty, self._sizes
-        while len(cache) > 1 and (self._bytes > self.max_bytes or len(cache) > self.cache_size):
+        while len(cache) > 1 and (self._bytes > self._room or len(cache) > self.cache_size):
             oldest = next(iter(cache))
             if oldest in dirty:
                 self._write_dirty()
@@ -676,14 +691,15 @@ class CacheBudget:
         return max(1, self.total // max(1, len(self._caches)))
 
     def used(self) -> int:
-        """The sum of the registered caches' charges."""
-        return sum(cache.estimated_bytes for cache in self._caches)
+        """The sum of the registered caches' charges and reservations."""
+        return sum(cache.estimated_bytes + cache.reserved for cache in self._caches)
 
     def by_store(self) -> dict[str, int]:
-        """The registered caches' charges summed per store name (over its tasks)."""
+        """The registered caches' charges and reservations summed per store name (over its
+        tasks)."""
         out: dict[str, int] = {}
         for cache in self._caches:
-            out[cache.name] = out.get(cache.name, 0) + cache.estimated_bytes
+            out[cache.name] = out.get(cache.name, 0) + cache.estimated_bytes + cache.reserved
         return out
 
     def _share(self) -> None:
@@ -709,3 +725,4 @@ def use_cache_budget(total: int) -> CacheBudget:
 def cache_budget() -> CacheBudget | None:
     """The process's shared object-cache budget, if a memory plan set one."""
     return _process_budget
+

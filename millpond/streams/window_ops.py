@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from heapq import heappop, heappush, nsmallest
 from operator import itemgetter
+from sys import getsizeof
 from typing import Any
 
 import orjson
@@ -30,9 +31,60 @@ from millpond.streams.windows import time_of as _time_of
 
 Step = Callable[[Any, Any, int], None]
 HEAD = 2 * WIDTH + 2  # the length of a window key's "<end>|<start>|"
-SESSION_HEAP = 50_000  # a session operator's close times in memory, a task (~100 B each)
-WINDOW_INDEX = 100_000  # a time window operator's open windows indexed in memory, a task
+# An operator's in-memory index of its store (a session operator's heap of close times, a
+# time window operator's open windows) holds at most these entries a task, and at most
+# INDEX_SHARE of its store's object-cache bound, set aside from that cache (_IndexMemory).
+SESSION_HEAP = 50_000  # a session operator's heap: this many (new sessions fill it to 2x)
+WINDOW_INDEX = 100_000  # a time window operator's open windows
+INDEX_SHARE = 0.5
+MIN_INDEX = 1_000  # entries an index may always hold (~128 KB), however small the bound
+INDEX_STEP = 4_096  # entries: the reservation follows an index's size in these steps
+SESSION_ENTRY = 112  # bytes a heap entry costs until one is measured (a ~20-character key)
+WINDOW_ENTRY = 128  # bytes an index entry costs: a dict slot and its key (when not cached)
 JOIN_SEQ = "~seq"  # the sequence that tells apart a key's records of one time (joins, sliding)
+
+
+def _cache_of(store: Any) -> Any:
+    """The object cache layer of ``store``'s stack (the layer with ``reserve``, found through
+    each layer's ``inner``: streams sits below stores and names no store class), or None."""
+    for _ in range(16):  # a stack is a few layers deep
+        if store is None or hasattr(store, "reserve"):
+            return store
+        store = getattr(store, "inner", None)
+    return None
+
+
+class _IndexMemory:
+    """The memory of an operator's in-memory index of its store, inside the memory plan: the
+    index may take INDEX_SHARE of the store's object-cache bound and what it holds is
+    reserved from that cache (``CachedStore.reserve``, in INDEX_STEP steps), so cache and
+    index together stay within the bound the plan gave the cache. A store without an object
+    cache (object.cache.size=0; or the test driver's plain stores) bounds it by ``most``
+    entries only."""
+
+    def __init__(self, store: Any, most: int, per_entry: int, fill: int = 1) -> None:
+        self.cache = _cache_of(store)
+        self.most = most  # entries, whatever the bound
+        self.fill = fill  # the index may grow to this many times its limit between rebuilds
+        self.per_entry = per_entry  # bytes an entry costs (an estimate; measured if possible)
+        self.charged = 0  # entries reserved from the cache now
+        self.cap = most * fill  # entries the index may reach under its last limit
+
+    def limit(self) -> int:
+        """Entries the index may hold now (the cache's bound moves as caches come and go)."""
+        if self.cache is None:
+            return self.most
+        room = int(self.cache.max_bytes * INDEX_SHARE) // (self.per_entry * self.fill)
+        limit = min(self.most, max(MIN_INDEX, room))
+        self.cap = limit * self.fill
+        return limit
+
+    def held(self, entries: int) -> None:
+        """The index holds ``entries`` now: the cache's reservation follows (in steps)."""
+        if self.cache is None or self.charged - INDEX_STEP < entries <= self.charged:
+            return
+        self.charged = max(entries, min(-(-entries // INDEX_STEP) * INDEX_STEP, self.cap))
+        self.cache.reserve(self.charged * self.per_entry)
 
 
 def _stream_time(store: Any) -> int:
@@ -177,8 +229,9 @@ def time_window(node: Node, env: Any, emit: Step) -> Step:
     # past "scan" and is not here does not exist, so its first put needs no lookup below
     # (put_new). Windows the store may hold that are not here (opened before a restart or
     # a reload, or dropped when the index was full) end at or before "scan": up to there,
-    # gets and closes go to the store as before. At most WINDOW_INDEX windows.
+    # gets and closes go to the store as before. At most memory.limit() windows.
     index: dict[int, dict[str, None]] = {}
+    memory = _IndexMemory(store, WINDOW_INDEX, WINDOW_ENTRY)
     # A stored window holds a time <= the stream time the operator had, which is below the
     # mark its stored stream time gave (max(first_mark, stored + step)): the windows stored
     # end before that plus size. (No stream time stored: no record yet, no window.)
@@ -186,11 +239,12 @@ def time_window(node: Node, env: Any, emit: Step) -> Step:
         now = clock["now"]
         return max(first_mark, now + step_ms) + size if now >= 0 else -1
 
-    indexed = {"n": 0, "scan": unindexed()}
+    indexed = {"n": 0, "scan": unindexed(), "limit": memory.limit()}
 
     def reindex() -> None:  # after a reload: the store's windows may differ from the index
         index.clear()
-        indexed["n"], indexed["scan"] = 0, unindexed()
+        indexed.update(n=0, scan=unindexed(), limit=memory.limit())
+        memory.held(0)
 
     env.clock.reloads.append(reindex)
     sender = emit if final else None
@@ -209,6 +263,7 @@ def time_window(node: Node, env: Any, emit: Step) -> Step:
                 keys = index.pop(end)
                 indexed["n"] -= len(keys)
                 _close_indexed(label, store, end, end - size, sorted(keys), result, sender)
+        memory.held(indexed["n"])
         # The next window end that can exist (ends are size + a multiple of step): a lower
         # bound, no second scan; a close at a bound with no window there finds nothing.
         clock["next"] = cutoff + 1 + (offset - cutoff - 1) % step_ms
@@ -283,11 +338,12 @@ def time_window(node: Node, env: Any, emit: Step) -> Step:
                 else:
                     state, new = None, True
                     keys[window] = None
-                    indexed["n"] += 1
-                    if indexed["n"] > WINDOW_INDEX:  # full: these are left to a scan
-                        indexed["scan"] = max(index)
-                        indexed["n"] = 0
-                        index.clear()
+                    n = indexed["n"] = indexed["n"] + 1
+                    if n > memory.charged:
+                        if n > indexed["limit"]:  # full: these are left to a scan
+                            indexed.update(scan=max(index), n=0, limit=memory.limit())
+                            index.clear()
+                        memory.held(indexed["n"])
             else:
                 state = store.get(window)
                 new = False
@@ -333,9 +389,10 @@ def session_window(node: Node, env: Any, emit: Step) -> Step:
     ``<end + gap>|<start>|<key>`` strings: closing pops it, with no store scan per record (a
     scan would force the object cache's dirty entries down, so sessions that open and close
     between two commits would reach RocksDB and the changelog, and in RocksDB it would step
-    over the deletes of the sessions closed since the last compaction). The heap holds
-    SESSION_HEAP entries (new sessions may fill it to twice that): every session that closes
-    up to its ``horizon``. One scan of the store (re)builds it at the first record, when
+    over the deletes of the sessions closed since the last compaction). The heap holds up
+    to SESSION_HEAP entries, fewer when INDEX_SHARE of the store's object-cache bound holds
+    fewer (_IndexMemory; new sessions may fill it to twice that): every session that
+    closes up to its ``horizon``. One scan of the store (re)builds it at the first record, when
     stream time passes the horizon, after a reload, and when new sessions filled it. A
     merged session's entry stays until its time comes and is skipped then: its key no
     longer lists it."""
@@ -352,7 +409,8 @@ def session_window(node: Node, env: Any, emit: Step) -> Step:
     clock = {"now": _stream_time(store), "next": 0}
     heap: list[str] = []  # "<close time>|<start>|<key as JSON>" of sessions closing first
     # horizon: every session that closes at or before it is in the heap; built: heap valid
-    bounds = {"horizon": -1, "built": False}
+    bounds = {"horizon": -1, "built": False, "limit": SESSION_HEAP}
+    memory = _IndexMemory(store, SESSION_HEAP, SESSION_ENTRY, fill=2)
 
     def reload() -> None:  # after a skipped record's writes were undone
         clock.update(now=_stream_time(store), next=0)
@@ -371,17 +429,22 @@ def session_window(node: Node, env: Any, emit: Step) -> Step:
                     yield entry(s[1] + gap, s[0], json_key)
 
     def build() -> None:
-        first = nsmallest(SESSION_HEAP + 1, entries())  # sorted: a valid heap
+        limit = bounds["limit"] = memory.limit()
+        first = nsmallest(limit + 1, entries())  # sorted: a valid heap
         horizon = MAX_TIME
-        if len(first) > SESSION_HEAP:  # the rest close at or after first[-1]
+        if len(first) > limit:  # the rest close at or after first[-1]
             last = int(first[-1][:WIDTH])
             horizon = last - 1
             first = [e for e in first if int(e[:WIDTH]) <= horizon]
-            if not first:  # more than SESSION_HEAP sessions close at one time
+            if not first:  # more than the limit of sessions close at one time
                 horizon = last
                 first = sorted(e for e in entries() if int(e[:WIDTH]) == last)
         heap[:] = first
         bounds.update(horizon=horizon, built=True)
+        if first:  # what an entry costs: its string and the list's slot
+            sample = first[:: max(1, len(first) // 64)]
+            memory.per_entry = sum(map(getsizeof, sample)) // len(sample) + 8
+        memory.held(len(first))
 
     def close() -> None:
         cutoff = clock["now"] - grace
@@ -415,6 +478,7 @@ def session_window(node: Node, env: Any, emit: Step) -> Step:
                     store.put(f"k|{json_key}", sessions)
                 else:
                     store.delete(f"k|{json_key}")
+            memory.held(len(heap))
             if cutoff <= bounds["horizon"]:
                 break
             bounds["built"] = False  # sessions past the horizon may close too: rebuild
@@ -457,11 +521,13 @@ def session_window(node: Node, env: Any, emit: Step) -> Step:
             if (bounds["built"] and close_at <= bounds["horizon"]
                     and not (len(joined) == 1 and joined[0][0] == start
                              and joined[0][1] == end)):
-                if len(heap) >= 2 * SESSION_HEAP:  # filled by new sessions: rebuild
+                if len(heap) >= 2 * bounds["limit"]:  # filled by new sessions: rebuild
                     bounds["built"] = False
                     clock["next"] = 0
                 else:
                     heappush(heap, entry(close_at, start, json_key))
+                    if len(heap) > memory.charged:
+                        memory.held(len(heap))
             if close_at < clock["next"]:
                 clock["next"] = close_at
             if not final:

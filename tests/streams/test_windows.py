@@ -498,3 +498,89 @@ def test_the_stores_stream_time_is_written_when_it_passes_a_window_end() -> None
         written.append(driver.state("c")["~stream-time"])
     # window ends plus grace: 12, 22, 32: the first record's 1, then 12, 25 and 32
     assert written == [1, 1, 1, 12, 12, 12, 25, 25, 32]
+
+
+class _StackDriver(TestDriver):
+    """The test driver with the window operator's store a real stack (RocksDB under an
+    object cache of ``max_bytes``), as a job's."""
+
+    __test__ = False
+
+    def __init__(self, app: App, path, name: str, max_bytes: int) -> None:
+        from millpond.serdes import JsonSerde, StringSerde
+        from millpond.stores import RocksDbEngine, RocksDbOptions, build_stack
+
+        engine = RocksDbEngine(path, RocksDbOptions(block_cache_size_bytes=8 << 20))
+        self.stack = build_stack(name, engine, StringSerde(), JsonSerde(), 1_000_000, 1_000,
+                                 cache_max_bytes=max_bytes)
+        self.scans = 0
+        self._name = name
+        super().__init__(app)
+
+    def store(self, name: str):
+        if name != self._name:
+            return super().store(name)
+        driver, store = self, self.stack.store
+
+        class Counting:  # counts the operator's range scans (its heap's rebuilds)
+            inner = store
+
+            def __getattr__(self, attr: str):
+                return getattr(store, attr)
+
+            def range(self, start, end):
+                driver.scans += 1
+                return store.range(start, end)
+
+        return Counting()
+
+
+@pytest.mark.parametrize("kind", ["session", "hopping"])
+def test_an_operators_index_takes_its_share_of_the_stores_object_cache_bound(
+        kind: str, tmp_path) -> None:
+    """A session operator's heap and a time window operator's index are held within
+    INDEX_SHARE of their store's object-cache bound (at least MIN_INDEX entries), reserved
+    from that cache: cache and index together keep within the bound. With a small bound the
+    heap is rebuilt (one scan each) more often than the driver's unbounded one, and the
+    results are the same."""
+    from millpond.streams import window_ops
+
+    keys = 20_000
+    records = [(f"user-{i % keys:05d}", 1, i // 4) for i in range(3 * keys)]
+    records.append(("flush", 1, 10_000_000))
+
+    def app() -> App:
+        a = App()
+        s = a.source("v")
+        w = s.session_window(2_000) if kind == "session" else s.hopping_window(6_000, 2_000)
+        w.sum("w").final().to("out")
+        return a
+
+    plain = TestDriver(app())
+    plain.pipe_all("v", records)
+    want = plain.read("out")
+    assert len(want) > keys
+
+    for max_bytes, small in ((512 * 1024, True), (256 * 1024 * 1024, False)):
+        driver = _StackDriver(app(), tmp_path / f"{kind}-{max_bytes}", "w", max_bytes)
+        cache = driver.stack.cache
+        assert cache is not None
+        seen = []  # (reserved, bytes charged) now and then
+        for i, (key, value, t) in enumerate(records):
+            driver.pipe("v", key, value, t)
+            if i % 500 == 0:
+                seen.append((cache.reserved, cache.estimated_bytes))
+        assert driver.read("out") == want, max_bytes
+        most = max(r for r, _ in seen)
+        if small:
+            # the index took its share and no more; the cache kept to what was left
+            assert 0 < most <= max_bytes * window_ops.INDEX_SHARE * 1.05 + 64 * 1024
+            assert all(r + b <= max_bytes + 8 * 1024 for r, b in seen), seen[-5:]
+            if kind == "session":
+                assert driver.scans > 10
+        else:
+            assert most > 0
+            if kind == "session":
+                small_scans = driver.scans
+                assert small_scans <= 3
+        driver.stack.store.close()

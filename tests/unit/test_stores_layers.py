@@ -625,6 +625,36 @@ def test_a_shared_budget_divides_between_open_caches(inner: CountingStore) -> No
     assert budget.caches == 1 and first.max_bytes == 300_000
 
 
+def test_a_reservation_takes_its_bytes_from_the_bound_and_the_budget_sees_it(
+    inner: CountingStore,
+) -> None:
+    """reserve(n): memory beside the cache (a window operator's index of the store) comes out
+    of the same bound: the entries keep within max_bytes - n (evicting at once), a new
+    share keeps the reservation, and the shared budget counts it as the cache's."""
+    budget = CacheBudget(400_000)
+    cache = cached(inner, size=10_000, batch=10_000)
+    budget.register(cache)
+    for i in range(400):
+        cache.put(f"k{i:04d}", "x" * 1000)
+    assert 390_000 <= cache.estimated_bytes <= 400_000
+    cache.reserve(300_000)
+    assert cache.estimated_bytes <= 100_000  # evicted (dirty ones written down first)
+    assert budget.used() == cache.estimated_bytes + 300_000
+    assert budget.by_store() == {cache.name: budget.used()}
+    second = cached(CountingStore(), size=10_000)
+    budget.register(second)  # shares of 200,000: 200,000 - 300,000 leaves one entry's room
+    cache.put("one-more", "x" * 1000)
+    assert cache.cached_count == 1 and cache.reserved == 300_000
+    second.close()
+    cache.reserve(0)
+    for i in range(400):
+        cache.put(f"k{i:04d}", "x" * 1000)
+    assert cache.estimated_bytes > 300_000
+    cache.flush()
+    with inner.data.all() as it:
+        assert sum(1 for _ in it) == 401
+
+
 def test_estimate_size_looks_one_level_into_containers() -> None:
     import sys
 
