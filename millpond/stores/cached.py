@@ -29,13 +29,13 @@ cache at all, the factory then leaves the layer out), at most ``write_batch_size
 entries (write.batch.size; 0 = write-through: every put is written down at once, the cache
 still serves reads), and about ``max_bytes`` of memory (object.cache.max.bytes; 0 = no
 cache). Each entry is charged its own estimated size, ``sys.getsizeof`` of key and value
-(one level into dicts, lists, tuples and sets) plus ~ENTRY_OVERHEAD bytes of bookkeeping:
+(two levels into dicts, lists, tuples and sets) plus ~ENTRY_OVERHEAD bytes of bookkeeping:
 at insert, at every delete, at every put where there was no value (a put after a ``get``
 miss included: the miss was charged as an absent entry, the put charges the value), and at
 one put in RECHARGE_EVERY over a present value (re-measuring every such put would halve the
 cache's hit path; a value that grows is re-measured within a few of its puts). The charges
 are summed and the least recently used entries are evicted while the sum is over
-``max_bytes``. Shared sub-objects are counted once per entry, objects nested deeper than one
+``max_bytes``. Shared sub-objects are counted once per entry, objects nested deeper than two
 level are not counted, and a value mutated in place is charged again only when it is put.
 
 Admission: a full cache that hits under 1 lookup in SPARSE_RATIO (looked at every
@@ -93,27 +93,34 @@ NOT_CACHED = _MISS  # what peek() returns for a key the cache holds nothing of
 _CLEAN = object()  # journaled prior state: the layer below holds the key's value
 
 
-def estimate_size(obj: object) -> int:
-    """Rough memory of ``obj``: sys.getsizeof, plus its items for dicts, lists, tuples and sets.
+_CONTAINERS = (list, tuple, set, frozenset)
 
-    Containers are looked into one level deep, through at most 16 items (scaled up for larger
-    ones). It is an estimate for the cache's byte bound, not an accounting.
+
+def estimate_size(obj: object, depth: int = 2) -> int:
+    """Rough memory of ``obj``: sys.getsizeof, plus its items for dicts, lists, tuples and sets,
+    and theirs for items that are such containers themselves.
+
+    Containers are looked into ``depth`` (two) levels deep (a session window's
+    ``[[start, end, state]]``, a dict of lists), through at most 16 items a container (scaled
+    up for larger ones). It is an estimate for the cache's byte bound, not an accounting.
     """
     size = getsizeof(obj)
     kind = type(obj)
     if kind is dict:
         n = len(obj)  # type: ignore[arg-type]
-        if n:
+        if n and depth:
             part = 0
             for k, v in islice(obj.items(), 16):  # type: ignore[attr-defined]
-                part += getsizeof(k) + getsizeof(v)
+                part += getsizeof(k) + (estimate_size(v, depth - 1) if type(v) is dict
+                                        or type(v) in _CONTAINERS else getsizeof(v))
             size += part * n // min(n, 16)
-    elif kind is list or kind is tuple or kind is set or kind is frozenset:
+    elif kind in _CONTAINERS:
         n = len(obj)  # type: ignore[arg-type]
-        if n:
+        if n and depth:
             part = 0
             for item in islice(obj, 16):  # type: ignore[call-overload]
-                part += getsizeof(item)
+                part += (estimate_size(item, depth - 1) if type(item) is dict
+                         or type(item) in _CONTAINERS else getsizeof(item))
             size += part * n // min(n, 16)
     return size
 

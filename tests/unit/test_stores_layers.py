@@ -655,15 +655,24 @@ def test_a_reservation_takes_its_bytes_from_the_bound_and_the_budget_sees_it(
         assert sum(1 for _ in it) == 401
 
 
-def test_estimate_size_looks_one_level_into_containers() -> None:
+def test_estimate_size_looks_two_levels_into_containers() -> None:
     import sys
 
-    assert estimate_size(5) == sys.getsizeof(5)
+    size = sys.getsizeof
+    assert estimate_size(5) == size(5)
     record = {"user": "u-1", "count": 10**6}
-    assert estimate_size(record) == sys.getsizeof(record) + sum(
-        sys.getsizeof(x) for kv in record.items() for x in kv)
+    assert estimate_size(record) == size(record) + sum(
+        size(x) for kv in record.items() for x in kv)
     big = list(range(1000, 2000))
-    assert estimate_size(big) == sys.getsizeof(big) + 1000 * sys.getsizeof(1000)
+    assert estimate_size(big) == size(big) + 1000 * size(1000)
+    # a session window's value: the inner list's items count, the third level's do not
+    state = [1, 2]
+    sessions = [[1_700_000_000_000, 1_700_000_005_000, state]]
+    inner = sessions[0]
+    assert estimate_size(sessions) == size(sessions) + size(inner) + sum(map(size, inner))
+    profile = {"tags": ["a", "bb"], "n": 1}
+    assert estimate_size(profile) == size(profile) + size("tags") + size(profile["tags"]) \
+        + size("a") + size("bb") + size("n") + size(1)
 
 
 # -- shared objects ------------------------------------------------------------------------------
