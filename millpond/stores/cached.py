@@ -36,7 +36,7 @@ one put in RECHARGE_EVERY over a present value (re-measuring every such put woul
 cache's hit path; a value that grows is re-measured within a few of its puts). The charges
 are summed and the least recently used entries are evicted while the sum is over
 ``max_bytes``. Shared sub-objects are counted once per entry, objects nested deeper than two
-level are not counted, and a value mutated in place is charged again only when it is put.
+levels are not counted, and a value mutated in place is charged again only when it is put.
 
 Admission: a full cache that hits under 1 lookup in SPARSE_RATIO (looked at every
 REVIEW_EVERY misses: a table read at random and larger than the cache, as a stream-table
@@ -94,6 +94,7 @@ _CLEAN = object()  # journaled prior state: the layer below holds the key's valu
 
 
 _CONTAINERS = (list, tuple, set, frozenset)
+_NESTED = (dict, *_CONTAINERS)  # what estimate_size looks into
 
 
 def estimate_size(obj: object, depth: int = 2) -> int:
@@ -111,16 +112,16 @@ def estimate_size(obj: object, depth: int = 2) -> int:
         if n and depth:
             part = 0
             for k, v in islice(obj.items(), 16):  # type: ignore[attr-defined]
-                part += getsizeof(k) + (estimate_size(v, depth - 1) if type(v) is dict
-                                        or type(v) in _CONTAINERS else getsizeof(v))
+                part += getsizeof(k) + (estimate_size(v, depth - 1) if type(v) in _NESTED
+                                        else getsizeof(v))
             size += part * n // min(n, 16)
     elif kind in _CONTAINERS:
         n = len(obj)  # type: ignore[arg-type]
         if n and depth:
             part = 0
             for item in islice(obj, 16):  # type: ignore[call-overload]
-                part += (estimate_size(item, depth - 1) if type(item) is dict
-                         or type(item) in _CONTAINERS else getsizeof(item))
+                part += (estimate_size(item, depth - 1) if type(item) in _NESTED
+                         else getsizeof(item))
             size += part * n // min(n, 16)
     return size
 
@@ -732,4 +733,3 @@ def use_cache_budget(total: int) -> CacheBudget:
 def cache_budget() -> CacheBudget | None:
     """The process's shared object-cache budget, if a memory plan set one."""
     return _process_budget
-

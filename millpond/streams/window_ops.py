@@ -421,9 +421,8 @@ def session_window(node: Node, env: Any, emit: Step) -> Step:
 
     env.clock.reloads.append(reload)
 
-    times = Struct(">QQ").pack  # (close time, start)
-    unpack_time = Struct(">Q").unpack_from  # an entry's close time
-    unpack_times = Struct(">QQ").unpack_from
+    one, two = Struct(">Q"), Struct(">QQ")  # a time; (close time, start)
+    times, unpack_times, unpack_time = two.pack, two.unpack_from, one.unpack_from
 
     def entries() -> Iterator[bytes]:
         with store.range("k|", "k}") as it:  # ('}' follows '|')
@@ -452,7 +451,7 @@ def session_window(node: Node, env: Any, emit: Step) -> Step:
 
     def close() -> None:
         cutoff = clock["now"] - grace
-        below = times(cutoff + 1, 0)[:8]  # entries before it close
+        below = one.pack(cutoff + 1)  # entries before it close
         get = store.get
         while True:
             if not bounds["built"]:

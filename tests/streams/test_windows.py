@@ -580,7 +580,6 @@ def test_an_operators_index_takes_its_share_of_the_stores_object_cache_bound(
                 assert driver.scans > 10
         else:
             assert most > 0
-            if kind == "session":
-                small_scans = driver.scans
-                assert small_scans <= 3
+            if kind == "session":  # the heap holds every session: one build or so
+                assert driver.scans <= 3
         driver.stack.store.close()
