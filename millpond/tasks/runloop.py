@@ -31,6 +31,7 @@ from millpond.tasks.instance import NOT_USER_CODE, TASK_MOVED, ErrorPolicy, Task
 from millpond.tasks.manager import TaskManager
 from millpond.tasks.memory import MemoryWatch
 from millpond.tasks.purge import InternalTopicPurger
+from millpond.tasks.turns import CommitTurns
 from millpond.tasks.writeahead import WriteAhead
 
 if TYPE_CHECKING:
@@ -102,7 +103,9 @@ class RunLoop:
         self.timing = timing
         self._metrics = metrics  # refreshed once per iteration
         self.stopping = False
-        self.last_commit = time.monotonic()
+        self.last_commit = time.monotonic()  # the last commit of any task
+        self._turns = CommitTurns(timing.commit_every_s)  # each task's next commit
+        self._idle = False  # a poll found nothing ready since the last commit turn
         self._ahead = WriteAhead(timing.commit_every_s)  # an idle loop's work for the commit
         self._eof: set[tuple[str, int]] = set()
         self._at_end_since: float | None = None
@@ -164,8 +167,9 @@ class RunLoop:
                         if getattr(exc, "not_the_message", False):
                             raise
                         raise UserCodeError(t.task, "window", exc) from exc
-        if now - self.last_commit >= self.timing.commit_every_s:
-            self.commit()
+        turn = self._turns.due(tasks, now, loaded=not self._idle)
+        if turn:
+            self._commit_turn(turn)
         else:  # commits asked for in window(): no message follows to carry them out
             asked = [t for t in tasks.values() if t.coordinator.commit_requested]
             if asked:
@@ -194,6 +198,7 @@ class RunLoop:
         msgs = self.consumer.consume(POLL_BATCH, 0)
         if msgs or self.opener.due:
             return msgs
+        self._idle = True
         if self._write_ahead():  # a chunk of the next commit's write-down, then look again
             return self.consumer.consume(POLL_BATCH, 0)
         return self.consumer.consume(
@@ -203,7 +208,8 @@ class RunLoop:
         """Idle before a commit: write a chunk of dirty store entries down
         (millpond.tasks.writeahead); whether anything was written. A task whose producer
         was fenced meanwhile is closed as at a commit."""
-        return self._ahead.step(self.tasks.values(), time.monotonic() - self.last_commit,
+        now, since = time.monotonic(), self._turns.since
+        return self._ahead.step([(t, since(t.partition, now)) for t in self.tasks.values()],
                                 lambda t, exc: self.manager.failed(CommitFailure(t, exc)))
 
     def _bounded_end(self, now: float) -> bool:
@@ -222,14 +228,25 @@ class RunLoop:
         return now - self._at_end_since >= self.timing.end_grace_s
 
     def commit(self, tasks: list[TaskInstance] | None = None) -> None:
-        """Commit ``tasks`` (default: all open, which restarts the commit timer; a commit a
-        task asked for does not, or a task asking often would hold the others' back)."""
-        self.manager.commit(tasks)
+        """Commit ``tasks`` (default: all open, which restarts each one's commit timer; a
+        commit a task asked for does not, or a task asking often would hold the others'
+        back)."""
         if tasks is None:
-            self.last_commit = time.monotonic()
-            self._ahead.committed()
-            if self._purger is not None:
-                self._purger.after_commit(list(self.tasks.values()), self.last_commit)
+            self._commit_turn(list(self.tasks.values()), spread=False)
+        else:
+            self.manager.commit(tasks)
+
+    def _commit_turn(self, turn: list[TaskInstance], spread: bool | None = None) -> None:
+        """Commit the tasks whose turn it is (millpond.tasks.turns): their timers restart,
+        spread over the next interval when several committed together on a light load."""
+        self.manager.commit(turn)
+        self.last_commit = now = time.monotonic()
+        self._turns.committed((t.partition for t in turn), now,
+                              self._idle if spread is None else spread)
+        self._idle = False
+        self._ahead.committed(turn)
+        if self._purger is not None:
+            self._purger.after_commit(list(self.tasks.values()), now)
 
     def _dispatch(self, msgs: list[Message]) -> None:
         tasks = self.tasks
