@@ -103,7 +103,6 @@ class RunLoop:
         self.timing = timing
         self._metrics = metrics  # refreshed once per iteration
         self.stopping = False
-        self.last_commit = time.monotonic()  # the last commit of any task
         self._turns = CommitTurns(timing.commit_every_s)  # each task's next commit
         self._idle = False  # a poll found nothing ready since the last commit turn
         self._ahead = WriteAhead(timing.commit_every_s)  # an idle loop's work for the commit
@@ -240,7 +239,7 @@ class RunLoop:
         """Commit the tasks whose turn it is (millpond.tasks.turns): their timers restart,
         spread over the next interval when several committed together on a light load."""
         self.manager.commit(turn)
-        self.last_commit = now = time.monotonic()
+        now = time.monotonic()
         self._turns.committed((t.partition for t in turn), now,
                               self._idle if spread is None else spread)
         self._idle = False
@@ -341,7 +340,8 @@ class RunLoop:
         offset): that stops short of a transaction still open and of one whose commit marker
         the broker has not written yet, so a run could end with records it had just
         committed unread."""
-        if now - self.last_commit >= 0.5:
+        since = self._turns.since
+        if any(since(p, now) >= 0.5 for p in self.tasks):  # a task's last turn: 0.5 s ago
             self.commit()
         parts = [(topic, p) for p in self.tasks for topic in self.timing.internal]
         ends = self._true_ends(parts)
