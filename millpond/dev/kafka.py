@@ -32,11 +32,6 @@ KAFKA_VERSION = "4.1.1"
 DEFAULT_PORT = 9092
 DEFAULT_CONTROLLER_PORT = 9093
 DEFAULT_HEAP = "-Xmx512m -Xms128m"
-# The dev broker's collector: ZGC, whose pauses stay under a millisecond. With G1 (Kafka's
-# kafka-run-class.sh default, even with its 20 ms pause goal) this 2-core machine saw young
-# collections pause every client 10-165 ms every ~3 s at 5,000 msg/s: the latency bench's
-# tail, a bare client loop's included (benchmarks/results.md, 2026-11-29).
-KAFKA_JVM_OPTS = ("-XX:+UseZGC",)
 _STATE_FILE = "broker.json"
 
 Echo = Callable[[str], None]
@@ -249,7 +244,7 @@ class LocalKafka:
     def _java_cmd(self, libs: Path, main: str, *args: str) -> list[str]:
         log4j = resources.files("millpond.dev").joinpath("log4j2.properties")
         return [
-            "java", *self.heap.split(), *KAFKA_JVM_OPTS, "-Djava.awt.headless=true",
+            "java", *self.heap.split(), "-XX:+UseG1GC", "-Djava.awt.headless=true",
             f"-Dlog4j2.configurationFile={log4j}",
             f"-Dkafka.logs.dir={self.data_dir / 'logs'}",
             f"-Dmillpond.data.dir={self.data_dir}",
