@@ -39,11 +39,9 @@ class InternalTopicPurger:
         if not self.topics or now - self._last < self.every_s:
             return
         self._last = now
-        # committed, not processed: tasks commit in turns, so some processed past theirs
-        offsets = [TopicPartition(topic, t.partition, t.committed_offsets[topic])
+        offsets = [TopicPartition(topic, t.partition, t.next_offsets[topic])
                    for t in tasks for topic in self.topics
-                   if t.committed_offsets.get(topic, 0)
-                   > self._done.get((topic, t.partition), 0)]
+                   if t.next_offsets.get(topic, 0) > self._done.get((topic, t.partition), 0)]
         if not offsets:
             return
         try:

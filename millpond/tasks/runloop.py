@@ -31,7 +31,6 @@ from millpond.tasks.instance import NOT_USER_CODE, TASK_MOVED, ErrorPolicy, Task
 from millpond.tasks.manager import TaskManager
 from millpond.tasks.memory import MemoryWatch
 from millpond.tasks.purge import InternalTopicPurger
-from millpond.tasks.turns import CommitTurns
 from millpond.tasks.writeahead import WriteAhead
 
 if TYPE_CHECKING:
@@ -103,8 +102,7 @@ class RunLoop:
         self.timing = timing
         self._metrics = metrics  # refreshed once per iteration
         self.stopping = False
-        self._turns = CommitTurns(timing.commit_every_s)  # each task's next commit
-        self._idle = False  # a poll found nothing ready since the last commit turn
+        self.last_commit = time.monotonic()
         self._ahead = WriteAhead(timing.commit_every_s)  # an idle loop's work for the commit
         self._eof: set[tuple[str, int]] = set()
         self._at_end_since: float | None = None
@@ -166,9 +164,8 @@ class RunLoop:
                         if getattr(exc, "not_the_message", False):
                             raise
                         raise UserCodeError(t.task, "window", exc) from exc
-        turn = self._turns.due(tasks, now, loaded=not self._idle)
-        if turn:
-            self._commit_turn(turn)
+        if now - self.last_commit >= self.timing.commit_every_s:
+            self.commit()
         else:  # commits asked for in window(): no message follows to carry them out
             asked = [t for t in tasks.values() if t.coordinator.commit_requested]
             if asked:
@@ -197,7 +194,6 @@ class RunLoop:
         msgs = self.consumer.consume(POLL_BATCH, 0)
         if msgs or self.opener.due:
             return msgs
-        self._idle = True
         if self._write_ahead():  # a chunk of the next commit's write-down, then look again
             return self.consumer.consume(POLL_BATCH, 0)
         return self.consumer.consume(
@@ -207,8 +203,7 @@ class RunLoop:
         """Idle before a commit: write a chunk of dirty store entries down
         (millpond.tasks.writeahead); whether anything was written. A task whose producer
         was fenced meanwhile is closed as at a commit."""
-        now, since = time.monotonic(), self._turns.since
-        return self._ahead.step([(t, since(t.partition, now)) for t in self.tasks.values()],
+        return self._ahead.step(self.tasks.values(), time.monotonic() - self.last_commit,
                                 lambda t, exc: self.manager.failed(CommitFailure(t, exc)))
 
     def _bounded_end(self, now: float) -> bool:
@@ -227,25 +222,14 @@ class RunLoop:
         return now - self._at_end_since >= self.timing.end_grace_s
 
     def commit(self, tasks: list[TaskInstance] | None = None) -> None:
-        """Commit ``tasks`` (default: all open, which restarts each one's commit timer; a
-        commit a task asked for does not, or a task asking often would hold the others'
-        back)."""
+        """Commit ``tasks`` (default: all open, which restarts the commit timer; a commit a
+        task asked for does not, or a task asking often would hold the others' back)."""
+        self.manager.commit(tasks)
         if tasks is None:
-            self._commit_turn(list(self.tasks.values()), spread=False)
-        else:
-            self.manager.commit(tasks)
-
-    def _commit_turn(self, turn: list[TaskInstance], spread: bool | None = None) -> None:
-        """Commit the tasks whose turn it is (millpond.tasks.turns): their timers restart,
-        spread over the next interval when several committed together on a light load."""
-        self.manager.commit(turn)
-        now = time.monotonic()
-        self._turns.committed((t.partition for t in turn), now,
-                              self._idle if spread is None else spread)
-        self._idle = False
-        self._ahead.committed(turn)
-        if self._purger is not None:
-            self._purger.after_commit(list(self.tasks.values()), now)
+            self.last_commit = time.monotonic()
+            self._ahead.committed()
+            if self._purger is not None:
+                self._purger.after_commit(list(self.tasks.values()), self.last_commit)
 
     def _dispatch(self, msgs: list[Message]) -> None:
         tasks = self.tasks
@@ -340,8 +324,7 @@ class RunLoop:
         offset): that stops short of a transaction still open and of one whose commit marker
         the broker has not written yet, so a run could end with records it had just
         committed unread."""
-        since = self._turns.since
-        if any(since(p, now) >= 0.5 for p in self.tasks):  # a task's last turn: 0.5 s ago
+        if now - self.last_commit >= 0.5:
             self.commit()
         parts = [(topic, p) for p in self.tasks for topic in self.timing.internal]
         ends = self._true_ends(parts)

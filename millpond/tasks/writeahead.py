@@ -20,35 +20,34 @@ WRITE_AHEAD_CHUNK = 200  # entries per idle step (~1-2 ms): a record waits at mo
 
 
 class WriteAhead:
-    """When an idle loop writes ahead, and each task's pass of its current commit interval."""
+    """When an idle loop writes ahead, and the pass of the current commit interval."""
 
     def __init__(self, commit_every_s: float, share: float = WRITE_AHEAD_SHARE,
                  chunk: int = WRITE_AHEAD_CHUNK) -> None:
         # starts this long after a commit (never when commits follow every poll)
         self.after_s = commit_every_s * (1 - share) if commit_every_s > 0 else None
         self.chunk = chunk
-        self.planned: set[int] = set()  # partitions whose pass of this interval has begun
+        self.planned = False
 
-    def committed(self, tasks: Iterable[TaskInstance]) -> None:
-        """``tasks`` committed: their next intervals get passes of their own."""
-        for t in tasks:
-            self.planned.discard(t.partition)
+    def committed(self) -> None:
+        """A commit of every task: the next interval gets a pass of its own."""
+        self.planned = False
 
-    def step(self, tasks: Iterable[tuple[TaskInstance, float]],
+    def step(self, tasks: Iterable[TaskInstance], since_commit_s: float,
              moved: Callable[[TaskInstance, Exception], None]) -> bool:
-        """The loop is idle; ``tasks`` are the open tasks, each with the seconds since its
-        last commit (tasks commit in turns, millpond.tasks.turns): write down one chunk of
-        those within the share before their next commit; whether anything was written. A
-        task whose transaction was fenced or aborted meanwhile goes to ``moved`` (it is
-        closed as at a commit)."""
-        if self.after_s is None:
+        """The loop is idle ``since_commit_s`` after the last commit: within the share
+        before the next one, write down one chunk; whether anything was written. A task
+        whose transaction was fenced or aborted meanwhile goes to ``moved`` (it is closed
+        as at a commit)."""
+        if self.after_s is None or since_commit_s < self.after_s:
             return False
-        near = [t for t, since in tasks if since >= self.after_s]
-        written = 0
-        for t in near:
-            if t.partition not in self.planned:
-                self.planned.add(t.partition)
+        tasks = list(tasks)
+        if not self.planned:
+            self.planned = True
+            for t in tasks:
                 t.storage.plan_write_ahead()
+        written = 0
+        for t in tasks:
             try:
                 written += t.storage.write_ahead(self.chunk - written)
             except TASK_MOVED as exc:
