@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from millpond.kafka.outage import LIMITER, LogLimiter, suffix
@@ -125,3 +126,38 @@ def admin(conf: Mapping[str, Any]) -> AdminClient:
     """An ``AdminClient`` logging through Python logging, whose lookups never create a topic
     (whatever ``conf`` says: its callers decide what a missing topic means)."""
     return AdminClient({**with_logger(conf), **NO_AUTO_CREATE})
+
+
+# How long a group consumer's close may take before the process goes on without it.
+CLOSE_TIMEOUT_S = 10.0
+
+
+def close_within(client: Consumer, what: str, timeout_s: float = CLOSE_TIMEOUT_S) -> bool:
+    """Close ``client`` (a group consumer), waiting at most ``timeout_s`` seconds; True if it
+    closed.
+
+    librdkafka's close waits for the group coordinator: for the requests in flight (up to
+    ``socket.timeout.ms``), and after a broker outage it was seen waiting for ever on a
+    coordinator connection that never came back (its request never sent). Call it only
+    after the tasks' final commit: a consumer left closing then holds nothing uncommitted,
+    and the group hands its partitions on when the member's session expires. The close goes
+    on in a daemon thread, which does not hold up the process's exit."""
+    errors: list[BaseException] = []
+
+    def close() -> None:
+        try:
+            client.close()
+        except (KafkaException, RuntimeError) as exc:  # already closed, or failed for good
+            errors.append(exc)
+
+    closing = threading.Thread(target=close, name=f"millpond-close-{what}", daemon=True)
+    closing.start()
+    closing.join(timeout_s)
+    if closing.is_alive():
+        KAFKA_LOG.warning("the %s did not close within %gs (its group coordinator does not "
+                          "answer); going on without it: everything was committed before",
+                          what, timeout_s)
+        return False
+    if errors:
+        KAFKA_LOG.debug("closing the %s: %s", what, errors[0])
+    return True

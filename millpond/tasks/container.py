@@ -26,7 +26,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from confluent_kafka import Consumer, KafkaException
+from confluent_kafka import Consumer
 
 from millpond.changelog.generations import current_topics
 from millpond.changelog.restore import RestoreListener
@@ -101,6 +101,13 @@ def group_consumer_conf(consumer_conf: dict[str, Any], group_id: str, client: st
         "isolation.level": isolation,
         "enable.partition.eof": bounded,
     }
+
+
+def rejoin_after_s(conf: dict[str, Any]) -> float:
+    """How long a group consumer may wait for an assignment before the run loop replaces it:
+    the group's rebalance timeout (``max.poll.interval.ms``) plus a session and a minute."""
+    return (int(conf.get("max.poll.interval.ms", 300_000))
+            + int(conf.get("session.timeout.ms", 45_000))) / 1000.0 + 60.0
 
 
 class Container:
@@ -285,7 +292,8 @@ class Container:
             # sets heartbeat.interval.ms: it is a bound, waited only while partitions are away)
             end_grace_s=int(self.consumer_conf.get("heartbeat.interval.ms", 3000)) / 1000.0
             + 1.0,
-            internal=tuple(internal))
+            internal=tuple(internal),
+            rejoin_after_s=rejoin_after_s(conf))
         self.loop = RunLoop(manager, inputs=self.inputs, serdes=self.serdes,
                             on_error=self.on_error, faults=self.faults, timing=timing,
                             metrics=self.metrics, rejoin=self._rejoin,
@@ -310,11 +318,7 @@ class Container:
     def _rejoin(self) -> None:
         """Replace a group consumer that failed for good with a new one in the same group."""
         assert self.manager is not None and self.consumer is not None
-        old = self.consumer
-        try:
-            old.close()
-        except (KafkaException, RuntimeError) as exc:
-            log.debug("closing the failed consumer: %s", exc)
+        clients.close_within(self.consumer, "failed group consumer")
         self.consumer = clients.consumer(self._consumer_conf)
         self.manager.replace_consumer(self.consumer)
         subscribe(self.consumer, self.inputs[0], self.manager, self.faults)
@@ -339,8 +343,8 @@ class Container:
             self.manager.shutdown()
         if self.fences is not None:
             self.fences.close()
-        if self.consumer is not None:
-            self.consumer.close()
+        if self.consumer is not None:  # bounded: it may wait for ever on the coordinator
+            clients.close_within(self.consumer, "group consumer")
         if self.restore_consumer is not None:
             self.restore_consumer.close()
         if self.backups is not None:  # wait for uploads in flight while s3fs still works

@@ -42,6 +42,9 @@ class TaskManager:
         self.inputs = inputs
         self.metrics = metrics
         self._revoking: set[int] = set()  # revoked in a poll's callback, not yet committed
+        # When the consumer began (re)joining its group without an assignment since: at
+        # subscribe, when its partitions were lost; None once the group assigned it any.
+        self.joining_since: float | None = time.monotonic()
         self.startup: StartupTimeline | None = None  # the container's (it logs once)
 
     def inputs_of(self, partitions: list[int]) -> list[TopicPartition]:
@@ -55,6 +58,7 @@ class TaskManager:
         """Record and pause newly assigned partitions; their tasks open in the run loop."""
         if self._revoking.intersection(partitions):  # back within one poll: hand over first
             self.finish_revocations()
+        self.joining_since = None
         tps = self.inputs_of(partitions)
         self.consumer.incremental_assign(tps)
         self.consumer.pause(tps)
@@ -100,6 +104,7 @@ class TaskManager:
         log.warning("partitions %s were lost to another member; closing without commit",
                     partitions)
         self._revoking.difference_update(partitions)
+        self.joining_since = time.monotonic()  # librdkafka rejoins the group by itself
         self._close_all(partitions)
         self.consumer.incremental_unassign(self.inputs_of(partitions))
 
@@ -213,6 +218,7 @@ class TaskManager:
             self.close(p, abort=False)
         self.consumer = consumer
         self.committer.consumer = consumer
+        self.joining_since = time.monotonic()
 
     def shutdown(self) -> None:
         """Log each task's summary, abandon openings and close every task (no commit)."""

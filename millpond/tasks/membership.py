@@ -32,6 +32,9 @@ def subscribe(consumer: Consumer, topic: str, manager: TaskManager, faults: Clie
 
     def guarded(callback: Callable[[list[int]], None]) -> Callback:
         def run(_consumer: Consumer, partitions: list[TopicPartition]) -> None:
+            if manager.consumer is not consumer:  # a replaced consumer still closing
+                log.debug("a replaced consumer's rebalance callback: ignored")
+                return
             try:
                 callback(sorted(p.partition for p in partitions))
             except BaseException as exc:  # noqa: BLE001 - raised by the run loop

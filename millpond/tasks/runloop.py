@@ -74,6 +74,9 @@ class LoopTiming:
     task_count: int = 0  # the job's tasks; a process holding fewer waits end_grace_s
     end_grace_s: float = 4.0
     internal: tuple[str, ...] = ()  # a dataflow's key_by topics (inputs the tasks write)
+    # How long the group consumer may go without an assignment after subscribing or losing
+    # its partitions before it is taken as stuck and replaced (0: never)
+    rejoin_after_s: float = 0.0
 
 
 class RunLoop:
@@ -176,11 +179,30 @@ class RunLoop:
             for t in tasks.values():
                 t.task.on_end_of_stream(t.collector, t.coordinator)
             self.stopping = True
+        self._check_membership(now)
         if self._metrics is not None:
             self._metrics.refresh(self.consumer, now)
         if self._queries is not None:  # nothing is half done now: answer waiting queries
             mailbox, directory = self._queries
             mailbox.serve(directory)
+
+    def _check_membership(self, now: float) -> None:
+        """Replace a group consumer that never got back into its group.
+
+        After a broker outage librdkafka rejoins the group by itself; once (a CI run after a
+        SIGSTOPped broker) a consumer never did: its coordinator request stayed queued, no
+        assignment came, and the process sat idle while Kafka answered. A rebalance ends
+        within the group's rebalance timeout (``max.poll.interval.ms``) and a dead member's
+        session, so a consumer without an assignment for ``rejoin_after_s`` (longer than
+        both) is stuck: a new one rejoins as the same static member."""
+        since = self.manager.joining_since
+        if (self._rejoin is None or not self.timing.rejoin_after_s or since is None
+                or now - since < self.timing.rejoin_after_s):
+            return
+        log.warning("the group consumer has had no assignment for %.0fs (since it joined or "
+                    "lost its partitions; a rebalance ends within max.poll.interval.ms): "
+                    "taking it as stuck and rejoining with a new consumer", now - since)
+        self._rejoin()
 
     def _poll(self) -> list[Message]:
         """The records ready now, up to a batch; when none are, the first to arrive within

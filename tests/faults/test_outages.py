@@ -155,12 +155,27 @@ class Job:
         try:
             return self.popen.wait(timeout)
         except subprocess.TimeoutExpired:
+            stacks = dump_stacks(self.popen.pid)
             self.popen.kill()
             self.popen.wait(10)
             raise AssertionError(f"{self.log.name} did not stop on SIGTERM within {timeout}s:\n"
-                                 + "\n".join(self.lines()[-40:])) from None
+                                 + "\n".join(self.lines()[-40:]) + "\n" + stacks) from None
         finally:
             self.fh.close()
+
+
+def dump_stacks(pid: int) -> str:
+    """Every thread's Python and native stack of a hung process (py-spy, from the dev
+    extra), so a hang names where it waits."""
+    spy = Path(MILLPOND).with_name("py-spy")
+    if not spy.exists():
+        return "(no py-spy to dump the stacks)"
+    try:
+        out = subprocess.run([str(spy), "dump", "--native", "--pid", str(pid)],
+                             capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        return "(py-spy dump did not finish within 60s)"
+    return f"stacks of pid {pid}:\n{out.stdout}{out.stderr}"
 
 
 def committed(bootstrap: str, job: str) -> dict[int, list[tuple[float, dict[str, int]]]]:
