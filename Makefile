@@ -23,8 +23,14 @@ install: $(STAMP)
 kafka-jars: $(STAMP)
 	$(BIN)/python -c "from millpond.dev.kafka import provision; provision(echo=print)"
 
+# The dev broker's collector when kafka-up starts it (a running broker is reused as it is):
+# `make bench` starts it with ZGC, whose sub-millisecond pauses keep the broker's own stalls
+# out of the latency rows (docs/benchmarks.md); KAFKA_GC=g1 for Kafka's default.
+KAFKA_GC ?= g1
+bench: KAFKA_GC = zgc
+
 kafka-up: $(STAMP)
-	$(BIN)/millpond dev kafka start
+	$(BIN)/millpond dev kafka --gc $(KAFKA_GC) start
 
 kafka-down: $(STAMP)
 	$(BIN)/millpond dev kafka stop

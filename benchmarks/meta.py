@@ -96,6 +96,7 @@ def versions() -> dict[str, Any]:
         "librdkafka": confluent_kafka.libversion()[0],
         "rocksdict": pip_version(Path(sys.executable), "rocksdict"),
         "kafka_broker": kafka_version(),
+        "kafka_broker_gc": kafka_gc(),
     }
     # The peers live in their own virtualenvs: ask those interpreters (after the workloads
     # ran, since a fresh machine creates the virtualenvs during the run). Each peer run also
@@ -116,6 +117,17 @@ def kafka_version() -> str:
         return str(getattr(devkafka, "KAFKA_VERSION", None) or "4.1.1")
     except Exception:
         return "unknown"
+
+
+def kafka_gc() -> str | None:
+    """The running dev broker's collector (g1 or zgc; `make bench` starts it with zgc)."""
+    try:
+        from millpond.dev.kafka import LocalKafka, running_gc
+
+        pid = LocalKafka().status().pid
+        return running_gc(pid) if pid is not None else None
+    except Exception:  # noqa: BLE001 - a note in the results, never a failed run
+        return None
 
 
 def machine() -> dict[str, Any]:

@@ -684,8 +684,9 @@ def peer_versions(meta: dict[str, Any], peer: str) -> dict[str, Any] | None:
 
 def versions_text(meta: dict[str, Any]) -> str:
     v = meta.get("versions") or {}
+    gc = f", {v['kafka_broker_gc']} collector" if v.get("kafka_broker_gc") else ""
     parts = [f"Python {v.get('python')}, Apache Kafka {v.get('kafka_broker')} (local KRaft "
-             f"broker, `millpond dev kafka`), librdkafka {v.get('librdkafka')} (confluent-kafka "
+             f"broker, `millpond dev kafka`{gc}), librdkafka {v.get('librdkafka')} (confluent-kafka "
              f"{v.get('confluent_kafka')}), rocksdict {v.get('rocksdict')}, millpond "
              f"{v.get('millpond')}"]
     runs_in = {"quix": {"count", "skew", "restore", "dataflow", "windows",

@@ -617,19 +617,23 @@ def dev() -> None:
 @click.option("--port", type=int, default=None,
               help="Client port on 127.0.0.1 (default 9092, 9094 with --secure); the "
                    "controller's is the next one.")
+@click.option("--gc", type=click.Choice(["g1", "zgc"]), default="g1", show_default=True,
+              help="The broker JVM's garbage collector when it starts: g1 (Kafka's default) "
+                   "or zgc (sub-millisecond pauses; what `make bench` uses, see the "
+                   "benchmarks page). A running broker is reused as it is.")
 @click.pass_context
-def kafka(ctx: click.Context, data_dir: Path | None, port: int | None) -> None:
+def kafka(ctx: click.Context, data_dir: Path | None, port: int | None, gc: str) -> None:
     """A single-node Apache Kafka 4.x broker (KRaft) from Maven Central jars: plaintext, or
     with --secure SASL_SSL with SCRAM users and ACLs enforced."""
-    ctx.obj = functools.partial(_kafka_broker, data_dir, port)
+    ctx.obj = functools.partial(_kafka_broker, data_dir, port, gc)
 
 
-def _kafka_broker(data_dir: Path | None, port: int | None, secure: bool) -> DevServer:
+def _kafka_broker(data_dir: Path | None, port: int | None, gc: str, secure: bool) -> DevServer:
     from millpond.dev.kafka import LocalKafka
     from millpond.dev.secure_kafka import SecureLocalKafka
 
     kind = SecureLocalKafka if secure else LocalKafka
-    return kind(data_dir=data_dir, port=port, controller_port=port + 1 if port else None)
+    return kind(data_dir=data_dir, port=port, controller_port=port + 1 if port else None, gc=gc)
 
 
 _SECURE = click.option(

@@ -32,6 +32,10 @@ KAFKA_VERSION = "4.1.1"
 DEFAULT_PORT = 9092
 DEFAULT_CONTROLLER_PORT = 9093
 DEFAULT_HEAP = "-Xmx512m -Xms128m"
+# The broker JVM's collector: G1 (Kafka's default) paused this small-heap broker 9-165 ms
+# every few seconds, stalling every client at once; ZGC's pauses are under a millisecond
+# (the latency bench's floor: p99 ~14 ms instead of 66-127; docs/benchmarks.md).
+GC_FLAGS = {"g1": "-XX:+UseG1GC", "zgc": "-XX:+UseZGC"}
 _STATE_FILE = "broker.json"
 
 Echo = Callable[[str], None]
@@ -156,7 +160,11 @@ class LocalKafka:
         version: str = KAFKA_VERSION,
         heap: str | None = None,
         extra_config: dict[str, str] | None = None,
+        gc: str = "g1",
     ) -> None:
+        if gc not in GC_FLAGS:
+            raise ValueError(f"unknown collector {gc!r}: one of {', '.join(GC_FLAGS)}")
+        self.gc = gc  # for a broker this starts; a running one is reused as it is
         self.version = version
         self.data_dir = (data_dir or cache_root() / f"kafka-{version}" / self.data_dir_name).resolve()
         saved = self._read_state()
@@ -244,7 +252,7 @@ class LocalKafka:
     def _java_cmd(self, libs: Path, main: str, *args: str) -> list[str]:
         log4j = resources.files("millpond.dev").joinpath("log4j2.properties")
         return [
-            "java", *self.heap.split(), "-XX:+UseG1GC", "-Djava.awt.headless=true",
+            "java", *self.heap.split(), GC_FLAGS[self.gc], "-Djava.awt.headless=true",
             f"-Dlog4j2.configurationFile={log4j}",
             f"-Dkafka.logs.dir={self.data_dir / 'logs'}",
             f"-Dmillpond.data.dir={self.data_dir}",
@@ -260,7 +268,9 @@ class LocalKafka:
         """Whether it runs, and one line for ``millpond dev kafka status``."""
         st = self.status()
         if st.running:
-            return True, f"running pid={st.pid} bootstrap={st.bootstrap} data={st.data_dir}"
+            gc = running_gc(st.pid) if st.pid is not None else None
+            return True, (f"running pid={st.pid} bootstrap={st.bootstrap} data={st.data_dir}"
+                          + (f" gc={gc}" if gc else ""))
         return False, f"not running (bootstrap would be {st.bootstrap}, data={st.data_dir})"
 
     def start(self, timeout: float = 90.0, echo: Echo = _quiet) -> str:
@@ -366,3 +376,16 @@ class LocalKafka:
             self._proc.wait(timeout=10)  # our child: reap it
         self._proc = None
         return True
+
+
+def running_gc(pid: int) -> str | None:
+    """The collector (a :data:`GC_FLAGS` name) of the broker JVM ``pid``, from its command
+    line; None if it cannot be read or names none of them."""
+    try:
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    for name, flag in GC_FLAGS.items():
+        if flag.encode() in args:
+            return name
+    return None
