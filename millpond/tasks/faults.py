@@ -78,3 +78,26 @@ def crash_point(name: str, task: str | None = None, committed: dict[str, int] | 
         for handler in logging.getLogger().handlers + log.handlers:
             handler.flush()
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+_stall_spec = os.environ.get("MILLPOND_STALL_FETCH", "")  # <partition>:<offset>
+STALL_LOG = "MILLPOND_STALL_FETCH: stopped fetching"
+
+
+def stall_fetch(consumer: object, topic: str, partition: int, offset: int) -> None:
+    """Stop fetching ``topic[partition]`` once (``MILLPOND_STALL_FETCH=<partition>:<offset>``:
+    after the run loop handed its task the record at ``offset`` or later), as if the
+    client's fetcher had stopped for that partition: the run loop's stall watch must find
+    it (millpond.tasks.stalls)."""
+    global _stall_spec
+    if not _stall_spec:
+        return
+    want, _, at = _stall_spec.partition(":")
+    if int(want) != partition or offset < int(at or 0):
+        return
+    _stall_spec = ""
+    from confluent_kafka import Consumer, TopicPartition
+
+    assert isinstance(consumer, Consumer)
+    consumer.pause([TopicPartition(topic, partition)])
+    log.warning("%s %s[%d] after offset %d", STALL_LOG, topic, partition, offset)

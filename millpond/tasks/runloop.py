@@ -25,12 +25,13 @@ from millpond.kafka.outage import LIMITER, suffix
 from millpond.kafka.reading import log_end_offsets, watermarks
 from millpond.tasks.commit import CommitFailure
 from millpond.tasks.errors import UserCodeError
-from millpond.tasks.faults import crash_point
+from millpond.tasks.faults import crash_point, stall_fetch
 from millpond.tasks.input_reset import ResetPolicy
 from millpond.tasks.instance import NOT_USER_CODE, TASK_MOVED, ErrorPolicy, TaskInstance
 from millpond.tasks.manager import TaskManager
 from millpond.tasks.memory import MemoryWatch
 from millpond.tasks.purge import InternalTopicPurger
+from millpond.tasks.stalls import StallWatch
 from millpond.tasks.writeahead import WriteAhead
 
 if TYPE_CHECKING:
@@ -107,6 +108,7 @@ class RunLoop:
         self.stopping = False
         self.last_commit = time.monotonic()
         self._ahead = WriteAhead(timing.commit_every_s)  # an idle loop's work for the commit
+        self._stalls = StallWatch()  # input partitions no longer fetched while records wait
         self._eof: set[tuple[str, int]] = set()
         self._at_end_since: float | None = None
 
@@ -180,6 +182,8 @@ class RunLoop:
                 t.task.on_end_of_stream(t.collector, t.coordinator)
             self.stopping = True
         self._check_membership(now)
+        self._stalls.check(self.tasks, self.inputs, self.consumer, now,
+                           kafka_up=self.opener.outage.since is None)
         if self._metrics is not None:
             self._metrics.refresh(self.consumer, now)
         if self._queries is not None:  # nothing is half done now: answer waiting queries
@@ -288,8 +292,11 @@ class RunLoop:
             self._rejoin()
             return
         unfinished: set[int] = set()  # partitions whose messages were not all handled
+        now = time.monotonic()
         for partition, run in runs.items():
             task = tasks.get(partition)
+            self._stalls.fed(partition, now)
+            stall_fetch(self.consumer, run[-1].topic() or "", partition, run[-1].offset() or 0)
             done = 0
             while task is not None and done < len(run):
                 try:
