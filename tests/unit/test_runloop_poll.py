@@ -6,7 +6,6 @@ from types import SimpleNamespace
 from typing import Any
 
 from millpond.tasks.runloop import POLL_BATCH, POLL_TIMEOUT_S, QUERY_POLL_TIMEOUT_S, RunLoop
-from millpond.tasks.turns import CommitTurns
 from millpond.tasks.writeahead import WriteAhead
 
 
@@ -34,7 +33,7 @@ def loop(queue: Queue, opening: bool = False, queries: bool = False) -> RunLoop:
     run.opener = SimpleNamespace(due=opening)  # type: ignore[assignment]
     run.tasks = {}
     run._ahead = WriteAhead(commit_every_s=1.0)
-    run._turns = CommitTurns(1.0)  # no task: an idle poll writes nothing ahead
+    run.last_commit = 0.0  # a commit is due: an idle poll writes ahead (no task: nothing)
     return run
 
 
