@@ -252,7 +252,9 @@ def test_connections_hold_no_thread_and_over_its_bound_a_request_is_503_at_once(
     """Connections cost no thread: 50 idle ones and two half-sent requests hold nothing. The
     bound is on requests waiting on worker threads (here for a run loop that does not come):
     one more is answered 503 at once, and served again once they are answered."""
-    mailbox = Mailbox(timeout_s=5)
+    # the gets wait for the run loop well past this test's own steps (a loaded CI machine
+    # took over 5 s to come to serve(): they were answered 503 for the wait instead)
+    mailbox = Mailbox(timeout_s=30)
     server = QueryServer("127.0.0.1", 0, SERDES, mailbox, max_requests=2)
     server.start()
     held: list[socket.socket] = []
