@@ -52,10 +52,11 @@ def test_sessions_close_once_across_a_sigkill(
     create_topic(kafka_bootstrap, out, PARTITIONS)
     (tmp_path / "sessions_app.py").write_text(
         APP + f"app = build({source!r}, {out!r})\n")
-    # 2000 views of 30 users, 20 ms apart in event time, users in bursts so sessions close
+    # 6000 views of 30 users, 20 ms apart in event time, users in bursts so sessions close
+    # (6000, not 2000: once a loaded CI machine processed all 2000 before the first commit)
     records: list[tuple[int, str, int]] = []  # partition, user, timestamp
     t = int(time.time() * 1000) - 3_600_000  # an hour ago: within the topics' retention
-    for i in range(2000):
+    for i in range(6000):
         user = f"user-{(i // 7) % 30}"
         t += 20 if i % 50 else 400  # a pause now and then closes every open session
         records.append((hash(user) % PARTITIONS, user, t))
@@ -89,7 +90,7 @@ def test_sessions_close_once_across_a_sigkill(
                                           "systems.kafka.consumer.session.timeout.ms": "10000"})
     env = {"PYTHONPATH": str(tmp_path)}
     # ``:moved``: the first commit that moves a task's input (one polled batch, at most 1000
-    # of the 2000 records), so the kill lands mid-stream however slowly the job starts
+    # of the 6000 records), so the kill lands mid-stream however slowly the job starts
     killed = run_job(conf, "--bounded", env={**env, "MILLPOND_CRASH_AT":
                                              "after-transaction-commit:1:moved"}, timeout=120)
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
