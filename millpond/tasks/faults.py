@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+from typing import Any
 
 log = logging.getLogger("millpond.container")
 
@@ -84,15 +85,16 @@ _stall_spec = os.environ.get("MILLPOND_STALL_FETCH", "")  # <partition>:<offset>
 STALL_LOG = "MILLPOND_STALL_FETCH: stopped fetching"
 
 
-def stall_fetch(consumer: object, topic: str, partition: int, offset: int) -> None:
-    """Stop fetching ``topic[partition]`` once (``MILLPOND_STALL_FETCH=<partition>:<offset>``:
-    after the run loop handed its task the record at ``offset`` or later), as if the
+def stall_fetch(consumer: object, partition: int, run: list[Any]) -> None:
+    """Stop fetching ``partition`` once (``MILLPOND_STALL_FETCH=<partition>:<offset>``: after
+    the run loop handed its task ``run``, records up to ``offset`` or later), as if the
     client's fetcher had stopped for that partition: the run loop's stall watch must find
     it (millpond.tasks.stalls)."""
     global _stall_spec
     if not _stall_spec:
         return
     want, _, at = _stall_spec.partition(":")
+    topic, offset = run[-1].topic() or "", run[-1].offset() or 0
     if int(want) != partition or offset < int(at or 0):
         return
     _stall_spec = ""

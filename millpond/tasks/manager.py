@@ -27,6 +27,17 @@ from millpond.tasks.telemetry import RuntimeMetrics
 log = logging.getLogger("millpond.container")
 
 
+def fetch_from(consumer: Consumer, tps: list[TopicPartition]) -> None:
+    """Fetch ``tps`` from their offsets: assigned anew, not seek + resume of paused partitions
+    (librdkafka's first fetch after that came ~1 s later in most runs, 0.1 s this way; the
+    run loop's re-assign after an out-of-range fetch works the same way), and resumed (the
+    pause may outlive the assignment). A task's start, and a stalled fetch's restart
+    (millpond.tasks.stalls)."""
+    consumer.incremental_unassign([TopicPartition(tp.topic, tp.partition) for tp in tps])
+    consumer.incremental_assign(tps)
+    consumer.resume(tps)
+
+
 class TaskManager:
     """The lifecycle of the tasks held here: ``tasks`` maps partition -> open task (the
     manager is its only writer; metrics read it)."""
@@ -133,15 +144,8 @@ class TaskManager:
             self.commit([instance])  # make the trimmed state the committed one at once
             if instance.partition not in self.tasks:
                 return False
-        # Assigned anew at the task's offsets (not seek + resume of the paused partitions:
-        # librdkafka's first fetch after that came ~1 s later in most runs, 0.1 s this way;
-        # the run loop's own re-assign after an out-of-range fetch works the same way).
-        tps = [TopicPartition(t, instance.partition, instance.next_offsets[t])
-               for t in self.inputs]
-        self.consumer.incremental_unassign([TopicPartition(t, instance.partition)
-                                            for t in self.inputs])
-        self.consumer.incremental_assign(tps)
-        self.consumer.resume(tps)  # (the pause may outlive the assignment)
+        fetch_from(self.consumer, [TopicPartition(t, instance.partition, instance.next_offsets[t])
+                                   for t in self.inputs])
         log.info("task %s ready: restored %d records in %.1fs, input offsets %s",
                  instance.name, instance.metrics.restored_records, instance.metrics.restore_s,
                  instance.next_offsets)

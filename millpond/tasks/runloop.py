@@ -296,7 +296,7 @@ class RunLoop:
         for partition, run in runs.items():
             task = tasks.get(partition)
             self._stalls.fed(partition, now)
-            stall_fetch(self.consumer, run[-1].topic() or "", partition, run[-1].offset() or 0)
+            stall_fetch(self.consumer, partition, run)
             done = 0
             while task is not None and done < len(run):
                 try:

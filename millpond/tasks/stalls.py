@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from millpond.tasks.instance import TaskInstance
+from millpond.tasks.manager import fetch_from
 
 log = logging.getLogger("millpond.container")
 
@@ -93,10 +94,9 @@ class StallWatch:
                         "%d: its fetch had stopped; assigned again at %d", task.name,
                         self.stall_s, s.topic, s.partition, s.end - s.position, s.position,
                         s.position)
-            consumer.incremental_unassign([TopicPartition(s.topic, s.partition)])
-            again = TopicPartition(s.topic, s.partition, s.position)
-            consumer.incremental_assign([again])
-            consumer.resume([again])
+        if stalls:
+            fetch_from(consumer, [TopicPartition(s.topic, s.partition, s.position)
+                                  for s in stalls])
         return stalls
 
 
