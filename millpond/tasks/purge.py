@@ -34,14 +34,16 @@ class InternalTopicPurger:
         self._done: dict[tuple[str, int], int] = {}  # what was deleted up to, per partition
 
     def after_commit(self, tasks: Iterable[TaskInstance], now: float | None = None) -> None:
-        """Called after a commit of ``tasks``: purge if ``every_s`` has passed."""
+        """Called after a commit (of some of ``tasks``: they commit in turns): purge below
+        each task's committed positions if ``every_s`` has passed."""
         now = time.monotonic() if now is None else now
         if not self.topics or now - self._last < self.every_s:
             return
         self._last = now
-        offsets = [TopicPartition(topic, t.partition, t.next_offsets[topic])
+        offsets = [TopicPartition(topic, t.partition, t.committed_offsets[topic])
                    for t in tasks for topic in self.topics
-                   if t.next_offsets.get(topic, 0) > self._done.get((topic, t.partition), 0)]
+                   if t.committed_offsets.get(topic, 0)
+                   > self._done.get((topic, t.partition), 0)]
         if not offsets:
             return
         try:

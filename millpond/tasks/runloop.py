@@ -32,6 +32,7 @@ from millpond.tasks.manager import TaskManager
 from millpond.tasks.memory import MemoryWatch
 from millpond.tasks.purge import InternalTopicPurger
 from millpond.tasks.stalls import StallWatch
+from millpond.tasks.turns import CommitTurns
 from millpond.tasks.writeahead import WriteAhead
 
 if TYPE_CHECKING:
@@ -106,9 +107,11 @@ class RunLoop:
         self.timing = timing
         self._metrics = metrics  # refreshed once per iteration
         self.stopping = False
-        self.last_commit = time.monotonic()
-        self._ahead = WriteAhead(timing.commit_every_s)  # an idle loop's work for the commit
+        self.last_commit = time.monotonic()  # the last commit of every task
+        self._turns = CommitTurns(timing.commit_every_s, start=self.last_commit)  # each task's timer
+        self._loaded = False  # the last poll filled a batch: tasks commit together
         self._stalls = StallWatch()  # input partitions no longer fetched while records wait
+        self._ahead = WriteAhead(timing.commit_every_s)  # an idle loop's work for the commit
         self._eof: set[tuple[str, int]] = set()
         self._at_end_since: float | None = None
 
@@ -169,8 +172,10 @@ class RunLoop:
                         if getattr(exc, "not_the_message", False):
                             raise
                         raise UserCodeError(t.task, "window", exc) from exc
-        if now - self.last_commit >= self.timing.commit_every_s:
-            self.commit()
+        self._turns.track(tasks, now)
+        due = self._turns.due(now, self._loaded)
+        if due:  # in turns while the loop keeps up, all together under load
+            self.commit(None if len(due) == len(tasks) else [tasks[p] for p in due], turn=True)
         else:  # commits asked for in window(): no message follows to carry them out
             asked = [t for t in tasks.values() if t.coordinator.commit_requested]
             if asked:
@@ -218,6 +223,7 @@ class RunLoop:
         open, the opening is the wait: no poll waits for input (none flows before the first
         task is ready)."""
         msgs = self.consumer.consume(POLL_BATCH, 0)
+        self._loaded = len(msgs) >= POLL_BATCH
         if msgs or self.opener.due:
             return msgs
         if self._write_ahead():  # a chunk of the next commit's write-down, then look again
@@ -229,7 +235,8 @@ class RunLoop:
         """Idle before a commit: write a chunk of dirty store entries down
         (millpond.tasks.writeahead); whether anything was written. A task whose producer
         was fenced meanwhile is closed as at a commit."""
-        return self._ahead.step(self.tasks.values(), time.monotonic() - self.last_commit,
+        now = time.monotonic()
+        return self._ahead.step(((t, self._turns.since(p, now)) for p, t in self.tasks.items()),
                                 lambda t, exc: self.manager.failed(CommitFailure(t, exc)))
 
     def _bounded_end(self, now: float) -> bool:
@@ -247,15 +254,20 @@ class RunLoop:
             self._at_end_since = now
         return now - self._at_end_since >= self.timing.end_grace_s
 
-    def commit(self, tasks: list[TaskInstance] | None = None) -> None:
-        """Commit ``tasks`` (default: all open, which restarts the commit timer; a commit a
-        task asked for does not, or a task asking often would hold the others' back)."""
-        self.manager.commit(tasks)
+    def commit(self, tasks: list[TaskInstance] | None = None, turn: bool = False) -> None:
+        """Commit ``tasks`` (default: all open); each restarts its own commit timer
+        (:mod:`millpond.tasks.turns`). ``turn``: the commit is the timer's (a task asking for
+        its own commit holds back no other task's turn)."""
+        chosen = list(self.tasks.values()) if tasks is None else tasks
+        self.manager.commit(chosen)
+        now = time.monotonic()
+        partitions = [t.partition for t in chosen]
+        self._turns.committed(partitions, now, turn)
+        self._ahead.committed(partitions)
         if tasks is None:
-            self.last_commit = time.monotonic()
-            self._ahead.committed()
-            if self._purger is not None:
-                self._purger.after_commit(list(self.tasks.values()), self.last_commit)
+            self.last_commit = now
+        if self._purger is not None:  # below each task's committed positions only
+            self._purger.after_commit(list(self.tasks.values()), now)
 
     def _dispatch(self, msgs: list[Message]) -> None:
         tasks = self.tasks

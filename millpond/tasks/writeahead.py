@@ -20,34 +20,38 @@ WRITE_AHEAD_CHUNK = 200  # entries per idle step (~1-2 ms): a record waits at mo
 
 
 class WriteAhead:
-    """When an idle loop writes ahead, and the pass of the current commit interval."""
+    """When an idle loop writes ahead, and which tasks have their pass of the current
+    commit interval (tasks commit in turns: :mod:`millpond.tasks.turns`)."""
 
     def __init__(self, commit_every_s: float, share: float = WRITE_AHEAD_SHARE,
                  chunk: int = WRITE_AHEAD_CHUNK) -> None:
         # starts this long after a commit (never when commits follow every poll)
         self.after_s = commit_every_s * (1 - share) if commit_every_s > 0 else None
         self.chunk = chunk
-        self.planned = False
+        self.planned: set[int] = set()  # partitions whose pass of this interval is planned
 
-    def committed(self) -> None:
-        """A commit of every task: the next interval gets a pass of its own."""
-        self.planned = False
+    def committed(self, partitions: Iterable[int]) -> None:
+        """These tasks committed: their next interval gets a pass of its own."""
+        self.planned.difference_update(partitions)
 
-    def step(self, tasks: Iterable[TaskInstance], since_commit_s: float,
+    def step(self, tasks: Iterable[tuple[TaskInstance, float]],
              moved: Callable[[TaskInstance, Exception], None]) -> bool:
-        """The loop is idle ``since_commit_s`` after the last commit: within the share
-        before the next one, write down one chunk; whether anything was written. A task
-        whose transaction was fenced or aborted meanwhile goes to ``moved`` (it is closed
-        as at a commit)."""
-        if self.after_s is None or since_commit_s < self.after_s:
+        """The loop is idle; ``tasks`` with the seconds since each last committed: for those
+        within the share before their next commit, write down one chunk; whether anything
+        was written. A task whose transaction was fenced or aborted meanwhile goes to
+        ``moved`` (it is closed as at a commit)."""
+        if self.after_s is None:
             return False
         tasks = list(tasks)
-        if not self.planned:
-            self.planned = True
-            for t in tasks:
-                t.storage.plan_write_ahead()
+        # a task gone (closed, moved) is forgotten: reopened, its new storage plans anew
+        self.planned.intersection_update(t.partition for t, _ in tasks)
         written = 0
-        for t in tasks:
+        for t, since in tasks:
+            if since < self.after_s:
+                continue
+            if t.partition not in self.planned:
+                self.planned.add(t.partition)
+                t.storage.plan_write_ahead()
             try:
                 written += t.storage.write_ahead(self.chunk - written)
             except TASK_MOVED as exc:

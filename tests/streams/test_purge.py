@@ -27,8 +27,10 @@ def test_records_below_the_committed_position_are_deleted(
     assert producer.flush(30) == 0
     purger = InternalTopicPurger(AdminClient({"bootstrap.servers": kafka_bootstrap}), [topic],
                                  every_s=30)
-    tasks = [SimpleNamespace(partition=0, next_offsets={topic: 7}),
-             SimpleNamespace(partition=1, next_offsets={topic: 10})]
+    # task 1 has read past its last commit (tasks commit in turns): only what it committed
+    tasks = [SimpleNamespace(partition=0, next_offsets={topic: 7}, committed_offsets={topic: 7}),
+             SimpleNamespace(partition=1, next_offsets={topic: 14},
+                             committed_offsets={topic: 10})]
     began = time.monotonic()
     purger.after_commit(tasks, began)  # not yet: every_s has not passed
     consumer = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": topic})

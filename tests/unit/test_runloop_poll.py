@@ -6,6 +6,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from millpond.tasks.runloop import POLL_BATCH, POLL_TIMEOUT_S, QUERY_POLL_TIMEOUT_S, RunLoop
+from millpond.tasks.turns import CommitTurns
 from millpond.tasks.writeahead import WriteAhead
 
 
@@ -33,7 +34,7 @@ def loop(queue: Queue, opening: bool = False, queries: bool = False) -> RunLoop:
     run.opener = SimpleNamespace(due=opening)  # type: ignore[assignment]
     run.tasks = {}
     run._ahead = WriteAhead(commit_every_s=1.0)
-    run.last_commit = 0.0  # a commit is due: an idle poll writes ahead (no task: nothing)
+    run._turns = CommitTurns(1.0)  # no task: an idle poll writes nothing ahead
     return run
 
 

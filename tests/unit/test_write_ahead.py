@@ -5,6 +5,7 @@ the changelog producer records what it is sent."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -18,6 +19,7 @@ from millpond.stores.cached import WRITE_CHUNK_BYTES
 from millpond.stores.undo import RecordJournal
 from millpond.tasks.runloop import POLL_BATCH, POLL_TIMEOUT_S, RunLoop
 from millpond.tasks.storage import OpenStore, TaskStorage
+from millpond.tasks.turns import CommitTurns
 from millpond.tasks.writeahead import WriteAhead
 
 SMALL = RocksDbOptions(block_cache_size_bytes=8 << 20, write_buffer_size_bytes=4 << 20)
@@ -87,22 +89,27 @@ def test_only_an_idle_loop_near_a_commit_writes_ahead(tmp_path: Path) -> None:
     storage, store, producer = open_storage(tmp_path / "counts" / "partition-0")
     for i in range(500):
         store.put(f"k{i}", i)
-    task: Any = SimpleNamespace(storage=storage)
+    task: Any = SimpleNamespace(storage=storage, partition=0)
     moved: list[Any] = []
     ahead = WriteAhead(commit_every_s=1.0, share=0.2, chunk=200)
 
     def step(since: float) -> bool:
-        return ahead.step([task], since, lambda t, exc: moved.append((t, exc)))
+        return ahead.step([(task, since)], lambda t, exc: moved.append((t, exc)))
 
     assert not step(0.5) and producer.keys == []  # early in the interval: nothing
     assert step(0.85) and len(producer.keys) == 200  # in its last fifth: a chunk a step
     assert step(0.9) and step(0.95) and len(producer.keys) == 500
     assert not step(0.97)  # all written
-    ahead.committed()
+    ahead.committed([0])
     storage.flush()
     store.put("x", 1)
     assert step(0.9) and producer.keys[-1] == b"x"  # a new pass after the commit
-    assert not WriteAhead(commit_every_s=0).step([task], 10.0, lambda t, e: None)
+    # the task closed (moved away, or failed) and reopened: its new storage plans a pass
+    assert not ahead.step([], lambda t, exc: moved.append((t, exc)))
+    storage.flush()
+    store.put("y", 2)
+    assert step(0.9) and producer.keys[-1] == b"y"
+    assert not WriteAhead(commit_every_s=0).step([(task, 10.0)], lambda t, e: None)
     assert moved == []
     storage.close()
 
@@ -125,9 +132,10 @@ def test_the_idle_poll_writes_a_chunk_then_looks_for_input_without_waiting(
     run._queries = None
     run.manager = SimpleNamespace(consumer=queue)  # type: ignore[assignment]
     run.opener = SimpleNamespace(due=False)  # type: ignore[assignment]
-    run.tasks = {0: SimpleNamespace(storage=storage)}  # type: ignore[dict-item]
+    run.tasks = {0: SimpleNamespace(storage=storage, partition=0)}  # type: ignore[dict-item]
     run._ahead = WriteAhead(commit_every_s=1.0)
-    run.last_commit = 0.0  # long ago: a commit is due
+    run._turns = CommitTurns(1.0)
+    run._turns.track([0], time.monotonic() - 5)  # long ago: a commit is due
     assert run._poll() == []
     assert producer.keys == [b"a"]
     assert queue.calls == [(POLL_BATCH, 0), (POLL_BATCH, 0)]  # no wait after writing

@@ -1,0 +1,111 @@
+"""Tasks commit in turns while the loop keeps up, together under load (real broker, real
+`millpond run` processes; millpond.tasks.turns). The checkpoint records' timestamps show
+when each task's transaction wrote its checkpoint."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+
+from tests.kafka_util import (
+    OutputLines,
+    checkpoint_records,
+    counting_job,
+    create_topic,
+    dump_store,
+    produce_users,
+    start_job,
+    stop_job,
+    write_properties,
+)
+
+pytestmark = pytest.mark.kafka
+
+READY = " ready: restored"
+
+
+def _commit_times(bootstrap: str, name: str) -> dict[int, list[float]]:
+    """Each task's checkpoint times but its last (the shutdown's final commit of all)."""
+    return {p: [t for t, _ in recs[:-1]] for p, recs in checkpoint_records(bootstrap, name).items()}
+
+
+def _nearest_other(times: dict[int, list[float]], p: int, t: float) -> float:
+    return min(abs(t - u) for q, us in times.items() if q != p for u in us)
+
+
+def test_a_job_that_keeps_up_commits_its_tasks_in_turns(
+    kafka_bootstrap: str, topic_name: Callable[[str], str], tmp_path: Path
+) -> None:
+    source, name = topic_name("in"), topic_name("job")
+    create_topic(kafka_bootstrap, source, 4)
+    conf = write_properties(tmp_path / "job.properties", counting_job(
+        kafka_bootstrap, name, source, tmp_path / "s", **{"task.commit.ms": 1000}))
+    proc = start_job(conf)
+    out = OutputLines(proc)
+    sent = 0
+    try:
+        out.wait_for("four tasks ready", lambda ls: sum(READY in x for x in ls) == 4)
+        producer = Producer({"bootstrap.servers": kafka_bootstrap, "linger.ms": 1})
+        began = time.monotonic()
+        while time.monotonic() - began < 6.0:  # ~200 msg/s over 4 partitions: light
+            producer.produce(source, value=json.dumps({"user_id": f"user-{sent % 40}"}),
+                             key=f"user-{sent % 40}".encode(), partition=sent % 4)
+            sent += 1
+            producer.poll(0)
+            time.sleep(0.005)
+        assert producer.flush(30) == 0
+        time.sleep(1.5)
+    finally:
+        stop_job(proc)
+    assert proc.returncode == 0, out.text()[-3000:]
+    times = _commit_times(kafka_bootstrap, name)
+    assert sorted(times) == [0, 1, 2, 3] and all(len(ts) >= 4 for ts in times.values()), times
+    # each commit of a task (after the first round, which took its turns too) stands apart
+    # from the other tasks' by a turn's gap; all together, they would be milliseconds apart
+    gaps = [_nearest_other(times, p, t) for p, ts in times.items() for t in ts]
+    apart = sum(g >= 0.06 for g in gaps) / len(gaps)
+    assert apart >= 0.8, f"{apart:.0%} of commits a turn apart: {sorted(gaps)[:12]}"
+    state = dump_store(conf, "counts")
+    assert sum(state.values()) == sent, "the counts are not the input's"
+
+
+def test_a_job_under_load_commits_its_tasks_together(
+    kafka_bootstrap: str, topic_name: Callable[[str], str], tmp_path: Path
+) -> None:
+    source, name = topic_name("in"), topic_name("job")
+    create_topic(kafka_bootstrap, source, 4)
+    expected = produce_users(kafka_bootstrap, source, 600_000, 1000, 4)  # 150k a partition
+    conf = write_properties(tmp_path / "job.properties", counting_job(
+        kafka_bootstrap, name, source, tmp_path / "s", **{"task.commit.ms": 200}))
+    proc = start_job(conf)
+    out = OutputLines(proc)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # every task committed its whole backlog
+            records = checkpoint_records(kafka_bootstrap, name)
+            if len(records) == 4 and all(
+                    recs[-1][1].get(source, 0) >= 150_000 for recs in records.values()):
+                break
+            assert proc.poll() is None, out.text()[-3000:]
+            time.sleep(0.5)
+        else:
+            raise AssertionError(f"the backlog was not counted within 120 s: {records}")
+    finally:
+        stop_job(proc)
+    assert proc.returncode == 0, out.text()[-3000:]
+    records = checkpoint_records(kafka_bootstrap, name)
+    # the commits while the backlog lasted (input offsets below the partition's end)
+    loaded = {p: [t for t, ins in recs[:-1] if ins.get(source, 0) < 140_000]
+              for p, recs in records.items()}
+    assert all(len(ts) >= 3 for ts in loaded.values()), loaded
+    # every other task committed within 50 ms of each commit (in turns, at 200 ms: two
+    # turns of two tasks, 100 ms apart)
+    together = [all(min((abs(t - u) for u in loaded[q]), default=1.0) < 0.05
+                    for q in loaded if q != p) for p, ts in loaded.items() for t in ts]
+    assert sum(together) / len(together) >= 0.8, loaded
+    assert dump_store(conf, "counts") == dict(expected)
