@@ -4,7 +4,7 @@
 ready (else waits for the next record), counts each user in a dict and produces one output
 per input, ``{"user", "count", "ts_ms", "seq"}`` keyed by the user, with the client settings
 millpond's own consumer and output producer use (``fetch.queue.backoff.ms``,
-``linger.ms`` 5); no store, no changelog, no commit beyond the consumer's auto-commit. Its
+``linger.ms``); no store, no changelog, no commit beyond the consumer's auto-commit. Its
 latency row (at-least-once) is what the client, the broker and the machine give on their
 own in the same run: a millpond row is read against it. SIGTERM ends it after a flush.
 """
@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 from confluent_kafka import Consumer, Producer
 
+from millpond.kafka.producer import LINGER_MS
 from millpond.kafka.reading import FETCH_QUEUE_BACKOFF_MS
 
 POLL_BATCH = 1000
@@ -28,7 +29,7 @@ def main(bootstrap: str, topic: str, output: str, group: str) -> None:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
                          "auto.offset.reset": "earliest", "enable.auto.commit": True,
                          "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS})
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": LINGER_MS,
                          "enable.idempotence": True})
     stopping: list[bool] = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))

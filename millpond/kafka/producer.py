@@ -64,12 +64,19 @@ def log_client_error(err: KafkaError) -> None:
         log.warning("Kafka client: %s%s", err.str(), suffix(dropped))
 
 
+# 1 ms, not librdkafka's 5: an output waits this long at most for its batch (p50 produce ->
+# visible 9.7 -> 6.0 ms at 5k msg/s); a loaded loop's bursts fill batches anyway and a
+# commit's flush sends at once (the count's msg/s and CPU unchanged: benchmarks/results.md,
+# 2026-11-29 16:43-16:57). systems.kafka.producer.linger.ms overrides it.
+LINGER_MS = 1
+
+
 class TrackedProducer:
     """A confluent-kafka Producer with delivery bookkeeping (one per process or per task)."""
 
     def __init__(self, config: Mapping[str, Any], ends: EndsLookup | None = None) -> None:
         conf: dict[str, Any] = {
-            "linger.ms": 5,
+            "linger.ms": LINGER_MS,
             "batch.size": 1_000_000,
             "compression.type": "lz4",
             "enable.idempotence": True,
