@@ -96,7 +96,9 @@ ROWS: dict[str, tuple[str, int]] = {"alo": ("at-least-once", 1000),
                                     "eo": ("effectively-once", 1000),
                                     "eos": ("exactly-once", 1000),
                                     "eos-100": ("exactly-once", 100)}
-LINGER_MS = 5  # the producer's linger.ms: librdkafka's default, as millpond's own producers
+# the input producer's linger.ms, the same for every system: librdkafka's default (millpond's
+# own producers linger 1 ms: millpond.kafka.producer.LINGER_MS)
+LINGER_MS = 5
 PROBE_EVERY_S = 0.1  # a probe message this often until the first output is seen
 START_TIMEOUT_S = 120.0  # the first output must be seen within this
 DRAIN_S = 15.0  # after the last message: give up when no output came for this + 3 commit intervals
