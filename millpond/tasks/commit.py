@@ -23,6 +23,12 @@ sent into the transaction: ``send_offsets_to_transaction`` can block past its ti
 the group coordinator moves (librdkafka issues 5456 and 5511), and the epoch fence does not
 need the generation check it adds.
 
+A turn's commit (millpond.tasks.turns: while the loop keeps up) is pipelined instead:
+:meth:`CommitProtocol.start` writes the task's stores down on the run loop's thread and
+hands phases 2-5 to a commit thread, and the loop handles the other tasks' records until
+:meth:`CommitProtocol.finish` completes it (begin, offsets); the task itself waits. The
+steps, their order and the crash points are the same.
+
 A task whose producer was fenced, or whose transaction was aborted, is reported back as
 failed (nothing of its transaction is visible); the caller closes it without committing.
 ``MILLPOND_CRASH_AT`` crash points follow each task's step of each phase (see
@@ -70,6 +76,35 @@ class CommitFailure:
             self.error, "unavailable", False)
 
 
+@dataclass
+class PendingCommit:
+    """A task's commit that :meth:`CommitProtocol.start` began: its stores are written down
+    (at ``flushed``), the rest runs on a commit thread (``future``)."""
+
+    task: TaskInstance
+    began: float  # monotonic
+    flushed: float
+    future: Future[CommitFailure | None]
+
+    @property
+    def done(self) -> bool:
+        """The commit thread's part is over (:meth:`CommitProtocol.finish` will not wait)."""
+        return self.future.done()
+
+
+def _attempt(t: TaskInstance, call: Callable[[], None]) -> CommitFailure | None:
+    """``call()`` for ``t``; the failure (``t`` out of the commit) on a fence or abort."""
+    try:
+        call()
+    except (ProducerFencedError, TransactionAbortedError) as exc:
+        return CommitFailure(t, exc)
+    except KafkaException as exc:  # an injected abort (MILLPOND_ABORT_AT)
+        if not exc.args[0].txn_requires_abort():
+            raise
+        return CommitFailure(t, TransactionAbortedError(str(exc)))
+    return None
+
+
 class CommitProtocol:
     """Commits tasks through per-task transactions, fenced by the tasks' transactional ids."""
 
@@ -89,19 +124,11 @@ class CommitProtocol:
 
         def attempt(t: TaskInstance, call: Callable[[], None]) -> bool:
             """``call()`` for ``t``; False (t failed, out of the commit) on a fence or abort."""
-            try:
-                call()
-            except (ProducerFencedError, TransactionAbortedError) as exc:
+            failure = _attempt(t, call)
+            if failure is not None:
                 live.remove(t)
-                failures.append(CommitFailure(t, exc))
-                return False
-            except KafkaException as exc:  # an injected abort (MILLPOND_ABORT_AT)
-                if not exc.args[0].txn_requires_abort():
-                    raise
-                live.remove(t)
-                failures.append(CommitFailure(t, TransactionAbortedError(str(exc))))
-                return False
-            return True
+                failures.append(failure)
+            return failure is None
 
         def phase(step: Callable[[TaskInstance], None], point: str | None = None) -> None:
             for t in list(live):
@@ -138,14 +165,78 @@ class CommitProtocol:
             phases_log.debug("commit of %d task(s) in %.1f ms: flush %.1f, deliver %.1f, ends "
                              "%.1f, checkpoint %.1f, txn %.1f, local %.1f, begin %.1f",
                              len(tasks), 1000 * elapsed, *ms[1:])
+        self._counted(live, elapsed)
+        return failures
+
+    # ---- one task's commit, pipelined -------------------------------------------------
+    def start(self, t: TaskInstance) -> PendingCommit | CommitFailure:
+        """Start committing ``t`` without waiting for Kafka: its stores write down on this
+        thread (the phases' ``flush``), then delivery, the changelog ends, the checkpoint
+        record and the transaction's commit go on a commit thread while the caller carries
+        on with other tasks; :meth:`finish` completes it (``local``, ``begin``). The same
+        steps and crash points as :meth:`commit`, in the same order. Until ``finish`` the
+        caller leaves ``t`` alone (no records, ``window()``, writes or close): its producer
+        and transaction belong to the commit thread. A failed flush returns the failure."""
+        began = time.monotonic()
+        crash_point("before-flush", t.name, t.committed_offsets, t.next_offsets)
+        failure = _attempt(t, partial(self._flush, t))
+        if failure is not None:
+            return failure
+        crash_point("after-flush", t.name, t.committed_offsets, t.next_offsets)
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(COMMIT_THREADS, thread_name_prefix="millpond-commit")
+        return PendingCommit(t, began, time.monotonic(), self._pool.submit(self._remote, t))
+
+    def _remote(self, t: TaskInstance) -> CommitFailure | None:
+        """The part of ``t``'s commit that waits for Kafka (on a commit thread)."""
+        steps: list[tuple[Callable[[TaskInstance], None], str | None]] = [
+            (self._deliver, None), (self._record_delivered, "after-changelog-delivered"),
+            (self._checkpoint, "after-checkpoint-topic"), (lambda _: abort_point(), None),
+            (partial(self._committed, started=None), "after-transaction-commit"),
+            (lambda t: t.checkpoint_local(CheckpointBudget()), "after-local-checkpoint")]
+        for step, point in steps:
+            failure = _attempt(t, partial(step, t))
+            if failure is not None:
+                return failure
+            if point is not None:
+                crash_point(point, t.name, t.committed_offsets, t.next_offsets)
+        return None
+
+    def finish(self, pending: PendingCommit) -> CommitFailure | None:
+        """Complete a commit :meth:`start` began (waiting for its thread if it is still
+        working; what it raised is raised here): the local checkpoint, the next
+        transaction, the committed offsets. The failure, if the commit failed."""
+        t = pending.task
+        failure = pending.future.result()
+        if failure is not None:
+            return failure
+        remote = time.monotonic()
+        t.committed()
+        failure = _attempt(t, partial(self._begin, t))
+        if failure is not None:
+            return failure
+        t.committed_offsets = dict(t.next_offsets)
+        self._commit_offsets([t])
+        done = time.monotonic()
+        elapsed = done - pending.began
+        if phases_log.isEnabledFor(logging.DEBUG):
+            phases_log.debug("pipelined commit of task %s in %.1f ms: flush %.1f, on the commit "
+                             "thread %.1f (local checkpoint included), then %.1f", t.name, 1000 * elapsed,
+                             1000 * (pending.flushed - pending.began),
+                             1000 * (remote - pending.flushed), 1000 * (done - remote))
+        self._counted([t], elapsed)
+        return None
+
+    @staticmethod
+    def _counted(tasks: list[TaskInstance], elapsed: float) -> None:
+        """Count a commit of ``tasks`` that took ``elapsed`` seconds in their metrics."""
         now = time.time()
-        for t in live:
+        for t in tasks:
             t.metrics.commits += 1
             t.metrics.commit_s += elapsed
             t.metrics.commit_seconds.observe(elapsed)
             t.metrics.last_commit_time = now
             t.coordinator.commit_requested = False
-        return failures
 
     @staticmethod
     def _flush(t: TaskInstance) -> None:
@@ -173,7 +264,8 @@ class CommitProtocol:
             self._pool = ThreadPoolExecutor(COMMIT_THREADS, thread_name_prefix="millpond-commit")
         return self._pool.submit(t.producer.commit_transaction)
 
-    def _committed(self, t: TaskInstance, started: Future[None] | None) -> None:
+    @staticmethod
+    def _committed(t: TaskInstance, started: Future[None] | None) -> None:
         """Wait for ``t``'s transaction to commit (raising what the commit raised)."""
         if started is None:
             t.producer.commit_transaction()

@@ -223,6 +223,18 @@ class TaskInstance:
         if self.side_inputs is not None:
             self.side_inputs.after_commit()
 
+    def checkpoint_local(self, budget: CheckpointBudget) -> None:
+        """A pipelined commit's part of :meth:`after_commit` on its commit thread: the
+        stores' local checkpoints that are due; :meth:`committed` does the rest."""
+        self.storage.after_commit(False, budget, mark=False)
+
+    def committed(self) -> None:
+        """The rest of :meth:`after_commit` after :meth:`checkpoint_local`, on the run
+        loop's thread: the committed-reads snapshots, the side inputs' local offsets."""
+        self.storage.mark_committed()
+        if self.side_inputs is not None:
+            self.side_inputs.after_commit()
+
     def close_storage(self) -> None:
         """Close the side-input reader and the stores (no commit)."""
         try:

@@ -17,7 +17,7 @@ import time
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-from millpond.tasks.commit import CommitFailure, CommitProtocol
+from millpond.tasks.commit import CommitFailure, CommitProtocol, PendingCommit
 from millpond.tasks.errors import UserCodeError
 from millpond.tasks.instance import NOT_USER_CODE, TaskInstance, log_task_summary
 from millpond.tasks.opening import RETRY_S, TaskOpener, unreachable
@@ -53,6 +53,7 @@ class TaskManager:
         self.inputs = inputs
         self.metrics = metrics
         self._revoking: set[int] = set()  # revoked in a poll's callback, not yet committed
+        self._pending: dict[int, PendingCommit] = {}  # partition -> its pipelined commit
         # When the consumer began (re)joining its group without an assignment since: at
         # subscribe, when its partitions were lost; None once the group assigned it any.
         self.joining_since: float | None = time.monotonic()
@@ -154,14 +155,54 @@ class TaskManager:
     def commit(self, tasks: list[TaskInstance] | None = None, final: bool = False) -> None:
         """Commit ``tasks`` (default: all open); close the ones that failed, reopen later.
         ``final``: the tasks stop or move after it (their stores are checkpointed locally)."""
+        self.settle()
         tasks = list(self.tasks.values()) if tasks is None else tasks
         for failure in self._commit(tasks, final):
             self.failed(failure)
+
+    def start_commit(self, tasks: list[TaskInstance]) -> None:
+        """Start pipelined commits of ``tasks`` (:meth:`CommitProtocol.start`): each is
+        :meth:`committing` until :meth:`settle` completes it; a failed one is closed."""
+        for t in tasks:
+            self.settle(t.partition)  # one commit of a task at a time
+            started = self.committer.start(t)
+            if isinstance(started, CommitFailure):
+                self.failed(started)
+            else:
+                self._pending[t.partition] = started
+
+    def committing(self, partition: int) -> bool:
+        """The task of ``partition`` has a pipelined commit under way: leave it alone."""
+        return partition in self._pending
+
+    def settle(self, partition: int | None = None, wait: bool = True) -> None:
+        """Complete pipelined commits: that of ``partition`` (default: every one), waiting
+        for them (``wait``) or only those whose commit thread is done. A failed one's task
+        is closed and reopens from its checkpoint, as at any commit."""
+        chosen = list(self._pending) if partition is None else [partition]
+        for p in chosen:
+            pending = self._pending.get(p)
+            if pending is None or not (wait or pending.done):
+                continue
+            failure = self._finish(p)
+            if failure is not None:
+                self.failed(failure)
+
+    def _finish(self, partition: int) -> CommitFailure | None:
+        """Complete the pipelined commit of ``partition``'s task, if one is under way."""
+        pending = self._pending.pop(partition, None)
+        if pending is None:
+            return None
+        failure = self.committer.finish(pending)
+        if failure is None:
+            self.opener.outage.available()
+        return failure
 
     def _commit(self, tasks: list[TaskInstance], final: bool) -> list[CommitFailure]:
         """Commit ``tasks`` (Kafka answered if any of them committed); the failures."""
         if not tasks:
             return []
+        self.settle()
         failures = self.committer.commit(tasks, final)
         if len(failures) < len(tasks):
             self.opener.outage.available()
@@ -195,6 +236,10 @@ class TaskManager:
         commit) is aborted (``abort``; else left to the next owner's ``init_transactions``),
         its stores are closed as they are (the next open recovers them from the last
         commit)."""
+        failure = self._finish(partition)  # a pipelined commit ends first (it may commit)
+        if failure is not None:
+            log.warning("task %s: its commit failed as it closed (%s)", failure.task.name,
+                        failure.error)
         instance = self.tasks.pop(partition, None)
         if instance is None:
             return

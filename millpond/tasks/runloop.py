@@ -49,6 +49,9 @@ QUERY_POLL_TIMEOUT_S = 0.01
 OPEN_BUDGET_S = 0.2  # time given to opening tasks (restore batches) per iteration
 # ... while other tasks run: their records wait at most about this (and one step) for it
 OPEN_SLICE_S = 0.02
+# Records held for a task while its pipelined commit is under way, at most: past this the
+# loop waits for the commit (a coordinator slow to answer must not grow memory unbounded).
+HELD_MAX = 10 * POLL_BATCH
 
 
 def static_member_fenced(err: KafkaError) -> bool:
@@ -114,6 +117,9 @@ class RunLoop:
         self._ahead = WriteAhead(timing.commit_every_s)  # an idle loop's work for the commit
         self._eof: set[tuple[str, int]] = set()
         self._at_end_since: float | None = None
+        # Records polled for a task whose pipelined commit is under way, in order: they are
+        # handled once it has committed (partition -> the task, its records).
+        self._held: dict[int, tuple[TaskInstance, list[Message]]] = {}
 
     @property
     def consumer(self) -> Consumer:
@@ -144,6 +150,8 @@ class RunLoop:
         msgs = self._poll()
         self._faults.check()  # a rebalance callback may have failed inside consume()
         self.manager.finish_revocations()  # revoked inside consume(): their final commits
+        self.manager.settle(wait=False)  # pipelined commits that are over
+        self._release_held()
         if self.opener.pending:
             # other tasks running: open in short slices, so their records keep flowing
             for instance in self.manager.open_some(OPEN_SLICE_S if self.tasks
@@ -151,7 +159,7 @@ class RunLoop:
                 for topic in self.inputs:
                     self._eof.discard((topic, instance.partition))
         for t in list(self.tasks.values()):  # side-input records that arrived meanwhile
-            if t.side_inputs is not None:
+            if t.side_inputs is not None and not self.manager.committing(t.partition):
                 t.side_inputs.poll()
         self._dispatch(msgs)
         if msgs:
@@ -160,7 +168,8 @@ class RunLoop:
         now = time.monotonic()
         if self.timing.window_every_s:
             for t in list(tasks.values()):
-                if now - t.last_window >= self.timing.window_every_s:
+                if (now - t.last_window >= self.timing.window_every_s
+                        and not self.manager.committing(t.partition)):
                     t.last_window = now
                     try:
                         t.task.window(t.collector, t.coordinator)
@@ -174,7 +183,9 @@ class RunLoop:
                         raise UserCodeError(t.task, "window", exc) from exc
         self._turns.track(tasks, now)
         due = self._turns.due(now, self._loaded)
-        if due:  # in turns while the loop keeps up, all together under load
+        if due and len(due) < len(tasks) and not self._loaded:  # a turn, pipelined
+            self._start_turn([tasks[p] for p in due])
+        elif due:  # all together (under load): side by side, the loop waits
             self.commit(None if len(due) == len(tasks) else [tasks[p] for p in due], turn=True)
         else:  # commits asked for in window(): no message follows to carry them out
             asked = [t for t in tasks.values() if t.coordinator.commit_requested]
@@ -182,6 +193,9 @@ class RunLoop:
                 self.commit(asked)
         if any(t.coordinator.shutdown_requested for t in tasks.values()):
             self.stopping = True
+        if self.timing.bounded and self.tasks and self._at_end():  # first: what is held
+            self.manager.settle()
+            self._release_held()
         if self.timing.bounded and self._bounded_end(now):
             for t in tasks.values():
                 t.task.on_end_of_stream(t.collector, t.coordinator)
@@ -236,7 +250,8 @@ class RunLoop:
         (millpond.tasks.writeahead); whether anything was written. A task whose producer
         was fenced meanwhile is closed as at a commit."""
         now = time.monotonic()
-        return self._ahead.step(((t, self._turns.since(p, now)) for p, t in self.tasks.items()),
+        return self._ahead.step(((t, self._turns.since(p, now)) for p, t in self.tasks.items()
+                                 if not self.manager.committing(p)),
                                 lambda t, exc: self.manager.failed(CommitFailure(t, exc)))
 
     def _bounded_end(self, now: float) -> bool:
@@ -268,6 +283,27 @@ class RunLoop:
             self.last_commit = now
         if self._purger is not None:  # below each task's committed positions only
             self._purger.after_commit(list(self.tasks.values()), now)
+
+    def _start_turn(self, chosen: list[TaskInstance]) -> None:
+        """A turn's tasks commit pipelined (:meth:`TaskManager.start_commit`): the loop
+        handles the other tasks' records meanwhile and holds these tasks' own until each
+        has committed. Their timers count from the start, where the commit's records were
+        cut."""
+        now = time.monotonic()
+        self.manager.start_commit(chosen)
+        partitions = [t.partition for t in chosen]
+        self._turns.committed(partitions, now)
+        self._ahead.committed(partitions)
+        if self._purger is not None:
+            self._purger.after_commit(list(self.tasks.values()), now)
+
+    def _release_held(self) -> None:
+        """Handle the records held for tasks whose pipelined commit is over (a task closed
+        meanwhile reads them again from its checkpoint when it reopens)."""
+        for p in [p for p in self._held if not self.manager.committing(p)]:
+            task, run = self._held.pop(p)
+            if self.tasks.get(p) is task:
+                self._feed(p, task, run)
 
     def _dispatch(self, msgs: list[Message]) -> None:
         tasks = self.tasks
@@ -309,25 +345,41 @@ class RunLoop:
             task = tasks.get(partition)
             self._stalls.fed(partition, now)
             stall_fetch(self.consumer, partition, run)
-            done = 0
-            while task is not None and done < len(run):
-                try:
-                    done += task.handle_batch(run[done:] if done else run, self._serdes_of,
-                                              self._on_error)
-                except TASK_MOVED as exc:
-                    self.manager.failed(CommitFailure(task, exc))
-                    break
-                if task.coordinator.shutdown_requested:
-                    self.stopping = True
-                    break
-                if task.coordinator.commit_requested:
-                    self.commit([task])
-                    task = tasks.get(partition)  # a failed commit closes the task
-            if done < len(run):
+            held = self._held.get(partition)
+            if held is not None:  # behind records already held
+                held[1].extend(run)
+                if len(held[1]) >= HELD_MAX:
+                    self.manager.settle(partition)
+                    self._release_held()
+            elif task is not None and self.manager.committing(partition):
+                self._held[partition] = (task, run)
+            elif not self._feed(partition, task, run):
                 unfinished.add(partition)
+        if gaps:  # held records come before a gap
+            self.manager.settle()
+            self._release_held()
         for topic, partition, offset in gaps:  # not for an open task that stopped mid-run
             if partition not in unfinished or partition not in tasks:
                 self._out_of_range(topic, partition, offset)
+
+    def _feed(self, partition: int, task: TaskInstance | None, run: list[Message]) -> bool:
+        """Hand ``run`` (one partition's records, in order) to ``task``; whether all were
+        handled (not: the task failed, was closed, or asked to shut down)."""
+        done = 0
+        while task is not None and done < len(run):
+            try:
+                done += task.handle_batch(run[done:] if done else run, self._serdes_of,
+                                          self._on_error)
+            except TASK_MOVED as exc:
+                self.manager.failed(CommitFailure(task, exc))
+                break
+            if task.coordinator.shutdown_requested:
+                self.stopping = True
+                break
+            if task.coordinator.commit_requested:
+                self.commit([task])
+                task = self.tasks.get(partition)  # a failed commit closes the task
+        return done >= len(run)
 
     def _out_of_range(self, topic: str, partition: int, offset: int) -> None:
         """The group consumer's fetch of ``topic[partition]`` at ``offset`` was out of range

@@ -251,7 +251,8 @@ class TaskStorage:
         """Per logged store, the last changelog offset recorded as delivered."""
         return {name: s.offset for name, s in self.stores.items() if s.topic is not None}
 
-    def after_commit(self, final: bool = False, budget: CheckpointBudget | None = None) -> None:
+    def after_commit(self, final: bool = False, budget: CheckpointBudget | None = None,
+                     mark: bool = True) -> None:
         """Checkpoint each store's directory once the commit describes enough new content.
 
         A logged store written since its last local checkpoint is checkpointed again (its
@@ -262,7 +263,9 @@ class TaskStorage:
         stays untrusted (no ``OFFSET``) and a crash restores from the older checkpoint
         plus the changelog records since, as with Kafka Streams' checkpoint-file
         threshold. That keeps ~5-25 ms of flushing and fsyncs per store out of most
-        commits, which stop the run loop."""
+        commits, which stop the run loop. ``mark``: then :meth:`mark_committed` (a
+        pipelined commit calls it on the run loop's thread, where queries read the
+        snapshots)."""
         for name, s in self.stores.items():
             if s.live is not None:  # RocksDB's files since the last commit get the store's mode
                 permissions.apply(s.live, local.store_mode(s.live))
@@ -297,7 +300,8 @@ class TaskStorage:
             if self.backups is not None:
                 self.backups.after_checkpoint(s.config, s.topic, self.partition,
                                               local.checkpoint_dir(s.live), s.offset)
-        self.mark_committed()
+        if mark:
+            self.mark_committed()
 
     def mark_committed(self) -> None:
         """With committed reads on: snapshot each logged RocksDB store as it is now, the

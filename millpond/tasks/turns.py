@@ -1,11 +1,11 @@
 """When each task commits: all together under load, in turns while the loop keeps up.
 
-A commit stops processing while its tasks write their dirty entries down and their
-transactions commit: about 8 ms per task at 5k msg/s (lab notes, 2026-11-29). Committing
-every task at once stacks those pauses into one, and a record that arrives then waits it out
-whole: that pause set a lightly loaded job's tail latency. So while the loop keeps up (its
-last poll did not fill a batch) the tasks that are due commit a turn at a time, turns at
-least ``gap_s`` apart, and stay staggered from then on. A short interval's tasks share
+A commit of every task at once stops processing while their dirty entries are written down
+and their transactions commit: about 8 ms per task at 5k msg/s (lab notes, 2026-11-29), and
+a record that arrived then waited it out whole: that pause set a lightly loaded job's tail
+latency. So while the loop keeps up (its last poll did not fill a batch) the tasks that are
+due commit a turn at a time, turns at least ``gap_s`` apart, and stay staggered from then
+on; a turn's commit is pipelined (millpond.tasks.commit: only its own task waits for it). A short interval's tasks share
 turns (at ``task.commit.ms=100`` four 25 ms turns raised the median instead). Under load
 (a full batch) every task commits when the first is due: their transactions overlap, which
 is what throughput needs. A task commits at most one interval plus a turn per task late.

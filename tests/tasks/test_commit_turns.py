@@ -5,20 +5,25 @@ when each task's transaction wrote its checkpoint."""
 from __future__ import annotations
 
 import json
+import signal
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
 
+from millpond.tasks.faults import CRASH_LOG
 from tests.kafka_util import (
     OutputLines,
     checkpoint_records,
     counting_job,
     create_topic,
     dump_store,
+    hash_partition,
     produce_users,
+    run_job,
     start_job,
     stop_job,
     write_properties,
@@ -108,4 +113,47 @@ def test_a_job_under_load_commits_its_tasks_together(
     together = [all(min((abs(t - u) for u in loaded[q]), default=1.0) < 0.05
                     for q in loaded if q != p) for p, ts in loaded.items() for t in ts]
     assert sum(together) / len(together) >= 0.8, loaded
+    assert dump_store(conf, "counts") == dict(expected)
+
+
+@pytest.mark.parametrize("point", ["after-flush", "after-transaction-commit",
+                                   "after-local-checkpoint"])
+def test_a_kill_inside_a_pipelined_commit_loses_nothing(
+    point: str, kafka_bootstrap: str, topic_name: Callable[[str], str], tmp_path: Path
+) -> None:
+    """A turn's commit runs on a commit thread while the loop handles the other tasks
+    (millpond.tasks.commit, CommitProtocol.start): a SIGKILL on the loop's side of it
+    (after-flush) or on the commit thread's (after the transaction, after the local
+    checkpoint) leaves state that the next run completes exactly."""
+    source, name = topic_name("in"), topic_name("job")
+    create_topic(kafka_bootstrap, source, 4)
+    conf = write_properties(tmp_path / "job.properties", counting_job(
+        kafka_bootstrap, name, source, tmp_path / "s", **{"task.commit.ms": 1000}))
+    proc = start_job(conf, "--log-level", "DEBUG",
+                     env={"MILLPOND_CRASH_AT": f"{point}:3:moved"})
+    out = OutputLines(proc)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap, "linger.ms": 1})
+    expected: Counter[str] = Counter()
+    try:
+        out.wait_for("four tasks ready", lambda ls: sum(READY in x for x in ls) == 4)
+        deadline = time.monotonic() + 30
+        while proc.poll() is None:  # ~200 msg/s over 4 partitions until the kill
+            assert time.monotonic() < deadline, out.text()[-3000:]
+            user = f"user-{sum(expected.values()) % 40}"
+            producer.produce(source, value=json.dumps({"user_id": user}), key=user.encode(),
+                             partition=hash_partition(user, 4))
+            expected[user] += 1
+            producer.poll(0)
+            time.sleep(0.005)
+        assert producer.flush(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(10)
+    log = out.text()
+    assert proc.returncode == -signal.SIGKILL, log[-3000:]
+    assert f"{CRASH_LOG} {point} (task " in log, log[-3000:]
+    assert "pipelined commit of task" in log, "no turn was pipelined before the kill"
+    final = run_job(conf, "--bounded")
+    assert final.returncode == 0, final.stdout + final.stderr
     assert dump_store(conf, "counts") == dict(expected)

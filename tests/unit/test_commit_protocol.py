@@ -6,6 +6,7 @@ offsets sent for monitoring."""
 from __future__ import annotations
 
 import logging
+import threading
 from types import SimpleNamespace
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from millpond.kafka.errors import ProducerFencedError, TransactionAbortedError
-from millpond.tasks.commit import CommitFailure, CommitProtocol
+from millpond.tasks.commit import CommitFailure, CommitProtocol, PendingCommit
 from millpond.tasks.instance import TaskMetrics
 
 
@@ -62,6 +63,12 @@ class FakeTask:
 
     def after_commit(self, final: bool = False, budget: Any = None) -> None:
         self.producer._step("local final" if final else "local")
+
+    def checkpoint_local(self, budget: Any) -> None:  # a pipelined commit's, on its thread
+        self.producer._step("local")
+
+    def committed(self) -> None:  # ... and the rest, back on the caller's thread
+        self.producer._step("marked")
 
 
 class FakeConsumer:
@@ -184,3 +191,80 @@ def test_a_commit_that_moved_input_is_noted_for_the_crash_points(
     monkeypatch.setattr(faults, "_input_committed", False)
     assert _commit([FakeTask(0, [], moved=moved)]) == []
     assert faults._input_committed is moved
+
+
+# ---- a pipelined commit (CommitProtocol.start / finish) ----------------------------------
+
+def test_a_pipelined_commit_runs_the_same_steps_and_crash_points_in_order(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from millpond.tasks import commit
+
+    points: list[str] = []
+    monkeypatch.setattr(commit, "crash_point", lambda name, *args: points.append(name))
+    calls: list[tuple[str, str]] = []
+    task, consumer = FakeTask(0, calls), FakeConsumer()
+    protocol = CommitProtocol(consumer, "ckpt-topic")  # type: ignore[arg-type]
+    pending = protocol.start(task)  # type: ignore[arg-type]
+    assert isinstance(pending, PendingCommit)
+    assert protocol.finish(pending) is None
+    assert [s for s, _ in calls] == ["flush", "deliver", "delivered", "checkpoint", "txn",
+                                     "local", "marked", "begin"]
+    assert points == ["before-flush", "after-flush", "after-changelog-delivered",
+                      "after-checkpoint-topic", "after-transaction-commit",
+                      "after-local-checkpoint"]
+    assert task.sent == [("ckpt-topic", 0, b"partition-0", b"ckpt {'in': 15}")]
+    assert task.committed_offsets == {"in": 15} and task.metrics.commits == 1
+    assert task.coordinator.commit_requested is False
+    assert _sent(consumer) == [([("in", 0, 15)], True)]
+
+
+def test_the_caller_goes_on_while_the_commit_thread_waits_for_kafka() -> None:
+    """start() returns once the stores are written down; the transaction's commit is
+    waited for on the commit thread, and only finish() makes the offsets committed."""
+    calls: list[tuple[str, str]] = []
+    task = FakeTask(0, calls)
+    answered, waiting = threading.Event(), threading.Event()
+
+    def commit_transaction() -> None:  # a coordinator that answers when told to
+        waiting.set()
+        assert answered.wait(10)
+        calls.append(("txn", task.name))
+
+    task.producer.commit_transaction = commit_transaction  # type: ignore[method-assign]
+    protocol = CommitProtocol(FakeConsumer(), "ckpt-topic")  # type: ignore[arg-type]
+    pending = protocol.start(task)  # type: ignore[arg-type]
+    assert isinstance(pending, PendingCommit)
+    assert waiting.wait(10) and not pending.done  # the caller is free; the thread waits
+    assert task.committed_offsets == {"in": 10} and task.metrics.commits == 0
+    answered.set()
+    assert protocol.finish(pending) is None
+    assert [s for s, _ in calls][-3:] == ["local", "marked", "begin"]
+    assert task.committed_offsets == {"in": 15} and task.metrics.commits == 1
+
+
+@pytest.mark.parametrize(("step", "error"), [
+    ("flush", ProducerFencedError("fenced")),
+    ("deliver", ProducerFencedError("fenced")),
+    ("txn", TransactionAbortedError("aborted")),
+])
+def test_a_pipelined_commit_that_fails_is_reported_and_left_uncommitted(
+        step: str, error: Exception) -> None:
+    calls: list[tuple[str, str]] = []
+    task, consumer = FakeTask(0, calls, **{step: error}), FakeConsumer()
+    protocol = CommitProtocol(consumer, "ckpt-topic")  # type: ignore[arg-type]
+    started = protocol.start(task)  # type: ignore[arg-type]
+    failure = started if isinstance(started, CommitFailure) else protocol.finish(started)
+    assert failure is not None and failure.task is task and failure.error is error
+    assert isinstance(started, CommitFailure) == (step == "flush")  # a flush fails at once
+    assert [s for s, _ in calls][-1] == step  # nothing after it
+    assert task.committed_offsets == {"in": 10} and task.metrics.commits == 0
+    assert consumer.commits == []
+
+
+def test_what_the_commit_thread_raises_is_raised_by_finish() -> None:
+    error = KafkaException(KafkaError(KafkaError._FAIL, "broken"))
+    protocol = CommitProtocol(FakeConsumer(), "ckpt-topic")  # type: ignore[arg-type]
+    pending = protocol.start(FakeTask(0, [], deliver=error))  # type: ignore[arg-type]
+    assert isinstance(pending, PendingCommit)
+    with pytest.raises(KafkaException):
+        protocol.finish(pending)
