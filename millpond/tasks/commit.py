@@ -111,7 +111,7 @@ class CommitProtocol:
     def __init__(self, consumer: Consumer, checkpoint_topic: str) -> None:
         self.consumer = consumer
         self.checkpoint_topic = checkpoint_topic
-        self._pool: ThreadPoolExecutor | None = None  # made at the first commit of 2+ tasks
+        self._pool: ThreadPoolExecutor | None = None  # made when a commit first needs one
 
     def commit(self, tasks: list[TaskInstance], final: bool = False) -> list[CommitFailure]:
         """Commit ``tasks``; return those that failed as ordinary events (fenced, aborted).
@@ -172,8 +172,8 @@ class CommitProtocol:
     def start(self, t: TaskInstance) -> PendingCommit | CommitFailure:
         """Start committing ``t`` without waiting for Kafka: its stores write down on this
         thread (the phases' ``flush``), then delivery, the changelog ends, the checkpoint
-        record and the transaction's commit go on a commit thread while the caller carries
-        on with other tasks; :meth:`finish` completes it (``local``, ``begin``). The same
+        record, the transaction's commit and the local checkpoint go on a commit thread
+        while the caller carries on with other tasks; :meth:`finish` completes it. The same
         steps and crash points as :meth:`commit`, in the same order. Until ``finish`` the
         caller leaves ``t`` alone (no records, ``window()``, writes or close): its producer
         and transaction belong to the commit thread. A failed flush returns the failure."""
@@ -183,9 +183,7 @@ class CommitProtocol:
         if failure is not None:
             return failure
         crash_point("after-flush", t.name, t.committed_offsets, t.next_offsets)
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(COMMIT_THREADS, thread_name_prefix="millpond-commit")
-        return PendingCommit(t, began, time.monotonic(), self._pool.submit(self._remote, t))
+        return PendingCommit(t, began, time.monotonic(), self._threads().submit(self._remote, t))
 
     def _remote(self, t: TaskInstance) -> CommitFailure | None:
         """The part of ``t``'s commit that waits for Kafka (on a commit thread)."""
@@ -204,7 +202,7 @@ class CommitProtocol:
 
     def finish(self, pending: PendingCommit) -> CommitFailure | None:
         """Complete a commit :meth:`start` began (waiting for its thread if it is still
-        working; what it raised is raised here): the local checkpoint, the next
+        working; what it raised is raised here): the committed-reads snapshots, the next
         transaction, the committed offsets. The failure, if the commit failed."""
         t = pending.task
         failure = pending.future.result()
@@ -221,8 +219,8 @@ class CommitProtocol:
         elapsed = done - pending.began
         if phases_log.isEnabledFor(logging.DEBUG):
             phases_log.debug("pipelined commit of task %s in %.1f ms: flush %.1f, on the commit "
-                             "thread %.1f (local checkpoint included), then %.1f", t.name, 1000 * elapsed,
-                             1000 * (pending.flushed - pending.began),
+                             "thread %.1f (local checkpoint included), then %.1f", t.name,
+                             1000 * elapsed, 1000 * (pending.flushed - pending.began),
                              1000 * (remote - pending.flushed), 1000 * (done - remote))
         self._counted([t], elapsed)
         return None
@@ -260,9 +258,13 @@ class CommitProtocol:
         producer is used by one thread at a time: this one waits meanwhile."""
         if not together:
             return None
+        return self._threads().submit(t.producer.commit_transaction)
+
+    def _threads(self) -> ThreadPoolExecutor:
+        """The commit threads, made when first needed."""
         if self._pool is None:
             self._pool = ThreadPoolExecutor(COMMIT_THREADS, thread_name_prefix="millpond-commit")
-        return self._pool.submit(t.producer.commit_transaction)
+        return self._pool
 
     @staticmethod
     def _committed(t: TaskInstance, started: Future[None] | None) -> None:

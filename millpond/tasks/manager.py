@@ -104,6 +104,7 @@ class TaskManager:
             return
         partitions = sorted(self._revoking)
         self._revoking.clear()
+        self.settle()  # pipelined commits first (a failed one closes its task)
         ready = [self.tasks[p] for p in partitions if p in self.tasks]
         for failure in self._commit(ready, final=True):  # closed below all the same
             log.warning("task %s: its commit before the hand-over failed, the new owner "
@@ -155,7 +156,7 @@ class TaskManager:
     def commit(self, tasks: list[TaskInstance] | None = None, final: bool = False) -> None:
         """Commit ``tasks`` (default: all open); close the ones that failed, reopen later.
         ``final``: the tasks stop or move after it (their stores are checkpointed locally)."""
-        self.settle()
+        self.settle()  # pipelined commits first (a failed one closes its task)
         tasks = list(self.tasks.values()) if tasks is None else tasks
         for failure in self._commit(tasks, final):
             self.failed(failure)
@@ -202,7 +203,6 @@ class TaskManager:
         """Commit ``tasks`` (Kafka answered if any of them committed); the failures."""
         if not tasks:
             return []
-        self.settle()
         failures = self.committer.commit(tasks, final)
         if len(failures) < len(tasks):
             self.opener.outage.available()

@@ -276,13 +276,9 @@ class RunLoop:
         chosen = list(self.tasks.values()) if tasks is None else tasks
         self.manager.commit(chosen)
         now = time.monotonic()
-        partitions = [t.partition for t in chosen]
-        self._turns.committed(partitions, now, turn)
-        self._ahead.committed(partitions)
+        self._committed(chosen, now, turn)
         if tasks is None:
             self.last_commit = now
-        if self._purger is not None:  # below each task's committed positions only
-            self._purger.after_commit(list(self.tasks.values()), now)
 
     def _start_turn(self, chosen: list[TaskInstance]) -> None:
         """A turn's tasks commit pipelined (:meth:`TaskManager.start_commit`): the loop
@@ -291,10 +287,15 @@ class RunLoop:
         cut."""
         now = time.monotonic()
         self.manager.start_commit(chosen)
+        self._committed(chosen, now, turn=True)
+
+    def _committed(self, chosen: list[TaskInstance], now: float, turn: bool) -> None:
+        """``chosen`` committed (or began to) at ``now``: their commit timers and write-ahead
+        restart; internal topics are purged below the tasks' committed positions."""
         partitions = [t.partition for t in chosen]
-        self._turns.committed(partitions, now)
+        self._turns.committed(partitions, now, turn)
         self._ahead.committed(partitions)
-        if self._purger is not None:
+        if self._purger is not None:  # below each task's committed positions only
             self._purger.after_commit(list(self.tasks.values()), now)
 
     def _release_held(self) -> None:

@@ -5,10 +5,11 @@ and their transactions commit: about 8 ms per task at 5k msg/s (lab notes, 2026-
 a record that arrived then waited it out whole: that pause set a lightly loaded job's tail
 latency. So while the loop keeps up (its last poll did not fill a batch) the tasks that are
 due commit a turn at a time, turns at least ``gap_s`` apart, and stay staggered from then
-on; a turn's commit is pipelined (millpond.tasks.commit: only its own task waits for it). A short interval's tasks share
-turns (at ``task.commit.ms=100`` four 25 ms turns raised the median instead). Under load
-(a full batch) every task commits when the first is due: their transactions overlap, which
-is what throughput needs. A task commits at most one interval plus a turn per task late.
+on; a turn's commit is pipelined (millpond.tasks.commit: only its own task waits for it).
+A short interval's tasks share turns (at ``task.commit.ms=100`` four 25 ms turns raised the
+median instead). Under load (a full batch) every task commits when the first is due: their
+transactions overlap, which is what throughput needs. A task commits at most one interval
+plus a turn per task late.
 """
 
 from __future__ import annotations
