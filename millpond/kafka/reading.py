@@ -97,7 +97,7 @@ def watermarks(consumer: Consumer, topic: str, partition: int, timeout: float = 
 
 def read_range(
     consumer: Consumer, topic: str, partition: int, start: int, end: int, timeout: float = 60.0,
-    max_bytes: int | None = None,
+    max_bytes: int | None = None, wait_s: float = 0.2, idle: bool = False,
 ) -> Generator[list[Message], None, None]:
     """Yield batches of records of ``topic[partition]`` with ``start <= offset < end``.
 
@@ -106,6 +106,10 @@ def read_range(
     the number of records asked for follows the average record size of the batches so far.
     Compaction gaps and transaction markers are skipped; ``end`` must not be past the
     partition's readable end, or this raises after ``timeout`` seconds without progress.
+    Each read waits at most ``wait_s`` for records; with ``idle``, one that brought none
+    yields an empty batch, so a caller stepping this between other work (a task opening in
+    the run loop) is never held longer than that (the first fetch after the assign alone
+    takes ~50 ms).
     """
     if start >= end:
         return
@@ -119,7 +123,7 @@ def read_range(
     try:
         while True:
             # consume() waits for a full batch or the timeout: ask for no more than remain.
-            msgs = consumer.consume(max(1, min(per_batch, end - position)), 0.2)
+            msgs = consumer.consume(max(1, min(per_batch, end - position)), wait_s)
             if msgs:
                 sample = msgs[::16]  # every 16th record's size: cheap, and close enough
                 size = sum(len(m.value() or b"") + len(m.key() or b"") for m in sample)
@@ -170,6 +174,8 @@ def read_range(
                 raise ReadError(
                     f"reading {topic}[{partition}] stalled at offset {position} before {end}"
                 )
+            if idle and not batch:
+                yield batch
     finally:
         consumer.unassign()
 

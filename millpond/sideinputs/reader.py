@@ -50,6 +50,9 @@ class OutOfRange(Protocol):
                  when: str) -> Reset | None: ...
 
 BATCH = 5000  # records per bootstrap step
+# A bootstrap step waits at most this for records: the run loop steps it between polls, and
+# the tasks already open must not wait on another's bootstrap (millpond.changelog.restore).
+STEP_WAIT_S = 0.01
 POLL_BATCH = 1000  # records applied per run-loop iteration at most
 STALL_S = 60.0  # a bootstrap with no progress for this long fails
 
@@ -107,7 +110,7 @@ class SideInputReader:
                               for topic, partition in self._by_source])
         last_progress = time.monotonic()
         while not self._caught_up(ends):
-            msgs = self.consumer.consume(BATCH, 0.2)
+            msgs = self.consumer.consume(BATCH, STEP_WAIT_S)
             if msgs:
                 last_progress = time.monotonic()
                 self._apply(msgs)
