@@ -318,6 +318,7 @@ class Container:
     def _rejoin(self) -> None:
         """Replace a group consumer that failed for good with a new one in the same group."""
         assert self.manager is not None and self.consumer is not None
+        self.manager.wake.settle()  # it may be using the consumer
         clients.close_within(self.consumer, "failed group consumer")
         self.consumer = clients.consumer(self._consumer_conf)
         self.manager.replace_consumer(self.consumer)

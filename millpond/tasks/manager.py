@@ -17,6 +17,7 @@ import time
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
+from millpond.kafka.wake import FetcherWake
 from millpond.tasks.commit import CommitFailure, CommitProtocol, PendingCommit
 from millpond.tasks.errors import UserCodeError
 from millpond.tasks.instance import NOT_USER_CODE, TaskInstance, log_task_summary
@@ -58,6 +59,9 @@ class TaskManager:
         # subscribe, when its partitions were lost; None once the group assigned it any.
         self.joining_since: float | None = time.monotonic()
         self.startup: StartupTimeline | None = None  # the container's (it logs once)
+        # After each rebalance, the tasks that stayed have their fetchers woken (see
+        # millpond.kafka.wake); settled before the consumer it uses is closed.
+        self.wake = FetcherWake()
 
     def inputs_of(self, partitions: list[int]) -> list[TopicPartition]:
         """Every input partition of the given tasks. The offset is explicit: a task seeks to
@@ -74,6 +78,9 @@ class TaskManager:
         tps = self.inputs_of(partitions)
         self.consumer.incremental_assign(tps)
         self.consumer.pause(tps)
+        # The last callback of every rebalance (with [] when only revoked): librdkafka has
+        # just resumed the partitions it paused for the callbacks, the open tasks' included.
+        self.wake.wake(self.consumer, self.inputs_of(sorted(self.tasks)))
         for p in partitions:
             self.opener.add(p)
         self.opener.release_holds()
@@ -263,6 +270,7 @@ class TaskManager:
         partitions were lost with the membership) and carry on with ``consumer``."""
         self.opener.close()
         self._revoking.clear()
+        self.wake.settle()
         for p in list(self.tasks):
             self.close(p, abort=False)
         self.consumer = consumer
@@ -273,6 +281,7 @@ class TaskManager:
         """Log each task's summary, abandon openings and close every task (no commit)."""
         for t in self.tasks.values():
             log_task_summary(t)
+        self.wake.close()
         self.opener.close()
         for p in list(self.tasks):
             self.close(p)
