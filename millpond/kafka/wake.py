@@ -7,13 +7,15 @@ that had nothing to fetch while the partitions were paused waits for its next re
 its idle timeout first. The partitions that stayed with this process were not fetched for
 100-150 ms after about half of the scale-outs measured (lab notes 2026-12-06; the same
 delay is in confluent-kafka-go issue #630's logs). Any request to a leader wakes its broker
-thread: :class:`FetcherWake` sends one ListOffsets per leader of the given partitions, from
-its own thread, so the rebalance callback that asks for it does not wait.
+thread: :class:`FetcherWake` sends one ListOffsets per leader of the given partitions (twice,
+see :data:`WAKE_AFTER_S`), from its own thread, so the rebalance callback that asks for it
+does not wait.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from confluent_kafka import Consumer, TopicPartition
@@ -21,6 +23,11 @@ from confluent_kafka import Consumer, TopicPartition
 log = logging.getLogger(__name__)
 
 WAKE_TIMEOUT_S = 2.0  # each request's bound: a wake-up is a hint, never worth waiting on
+# When the requests go, after the callback asked: librdkafka's main thread applies the resume
+# to each partition a little after incremental_assign returns, and a broker thread woken
+# before that sleeps again (one of six scale-outs still stalled 139 ms with a single
+# immediate wake-up); the second covers a main thread slowed by a loaded machine.
+WAKE_AFTER_S = (0.005, 0.05)
 
 
 def one_per_leader(consumer: Consumer, tps: list[TopicPartition]) -> list[TopicPartition]:
@@ -55,10 +62,14 @@ class FetcherWake:
 
     @staticmethod
     def _wake(consumer: Consumer, tps: list[TopicPartition]) -> None:
+        began = time.monotonic()
         try:
-            for tp in one_per_leader(consumer, tps):
-                consumer.get_watermark_offsets(TopicPartition(tp.topic, tp.partition),
-                                               timeout=WAKE_TIMEOUT_S)
+            leaders = one_per_leader(consumer, tps)
+            for at in WAKE_AFTER_S:
+                time.sleep(max(0.0, began + at - time.monotonic()))
+                for tp in leaders:
+                    consumer.get_watermark_offsets(TopicPartition(tp.topic, tp.partition),
+                                                   timeout=WAKE_TIMEOUT_S)
         except Exception as exc:  # a hint: the fetcher wakes by itself a little later
             log.debug("waking the fetchers of %s: %s", tps, exc)
 
