@@ -18,6 +18,7 @@ input; task N also reads partition N of every other input. The container wires t
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 import os
 import signal
@@ -76,6 +77,9 @@ log = logging.getLogger("millpond.container")
 
 STATUS_EVERY_S = 10.0
 HEARTBEAT_MS = 500  # the group consumer's heartbeat.interval.ms unless the job sets it
+# Seconds after a stop signal at which a process that still runs dumps every thread's stack
+# (the fault tests give a stopping process 45 s).
+STOP_DUMP_S = 30.0
 
 
 def group_consumer_conf(consumer_conf: dict[str, Any], group_id: str, client: str,
@@ -185,6 +189,9 @@ class Container:
             log.warning("second signal: exiting at once (state is safe by the restore rules)")
             os._exit(128 + signum)
         log.info("signal %d: finishing the current batch, committing and closing", signum)
+        # A stop that hangs says where: every thread's stack on stderr once, if the process
+        # still runs this long after the signal (cancelled when the container has closed).
+        faulthandler.dump_traceback_later(STOP_DUMP_S, exit=False)
         self.stop()
 
     def stop(self) -> None:
@@ -350,6 +357,7 @@ class Container:
             self.restore_consumer.close()
         if self.backups is not None:  # wait for uploads in flight while s3fs still works
             self.backups.close()
+        faulthandler.cancel_dump_traceback_later()
 
 
 def run_job(config: Config, **kwargs: Any) -> Container:

@@ -139,3 +139,33 @@ def test_second_ctrl_c_during_start_up_exits_at_once(tmp_path: Path) -> None:
             proc.communicate(timeout=30)
     assert proc.returncode == 130, out[-3000:]
     assert "second signal during start-up: exiting at once" in out
+
+
+@pytest.mark.kafka
+@pytest.mark.slow
+def test_a_stop_that_hangs_dumps_every_thread_s_stack(
+    kafka_bootstrap: str, topic_name: Callable[[str], str], tmp_path: Path
+) -> None:
+    """SIGINT, then the task's close() takes 90 s: STOP_DUMP_S after the signal the process
+    writes where each thread is, with the slow close() on the main thread's stack (a stop
+    that hung in CI left no trace of where)."""
+    from millpond.tasks.container import STOP_DUMP_S
+
+    source, name = topic_name("in"), topic_name("job")
+    create_topic(kafka_bootstrap, source, 1)
+    produce_users(kafka_bootstrap, source, 100, 10, 1)
+    conf = write_properties(tmp_path / "job.properties", _job(
+        kafka_bootstrap, name, source, tmp_path / "s", **{"close.delay.s": 90}))
+    proc = start_job(conf)
+    try:
+        wait_for_line(proc, READY)
+        signalled = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        wait_for_line(proc, "closing slowly")
+        dump = wait_for_line(proc, "(most recent call first)", timeout=STOP_DUMP_S + 20)
+        assert time.monotonic() - signalled >= STOP_DUMP_S - 1, "dumped before it was due"
+        stacks = dump + wait_for_line(proc, "close", timeout=10)
+        assert any("coordinating.py" in line for line in stacks), "".join(stacks[-30:])
+    finally:
+        proc.kill()
+        proc.communicate(timeout=30)
