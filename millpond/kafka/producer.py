@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import re
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -264,6 +265,8 @@ class TrackedProducer:
         except (KafkaException, SystemError) as exc:
             self._check_fatal(exc)
             raise
+        except:  # noqa: E722 - see _not_an_exception
+            raise self._not_an_exception() from None
 
     def _flush(self, timeout: float) -> int:
         if self.fatal is not None:
@@ -273,6 +276,21 @@ class TrackedProducer:
         except (KafkaException, SystemError) as exc:
             self._check_fatal(exc)
             raise
+        except:  # noqa: E722 - see _not_an_exception
+            raise self._not_an_exception() from None
+
+    def _not_an_exception(self) -> KafkaClientError:
+        """What to raise for a flush or poll that raised something no ``except Exception``
+        (nor ``BaseException``) catches: confluent-kafka 2.16 raised a bare ``KafkaError``
+        object once its producer was fenced (a zombie, fault tests 2026-12-06). On a commit
+        thread it escaped the pool's handler, killed the thread and left the commit's
+        future unfinished for ever (the run loop then waited in a rebalance callback)."""
+        raised = sys.exc_info()[1]
+        if isinstance(raised, KafkaError) and raised.fatal() and self.fatal is None:
+            self.fatal = raised
+        if self.fatal is not None:
+            return self._fenced()
+        return TransactionAbortedError(f"producer {self.name}: the client raised {raised!r}")
 
     def poll(self) -> None:
         """Serve delivery callbacks without blocking."""

@@ -38,6 +38,7 @@ failed (nothing of its transaction is visible); the caller closes it without com
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -192,12 +193,18 @@ class CommitProtocol:
             (self._checkpoint, "after-checkpoint-topic"), (lambda _: abort_point(), None),
             (partial(self._committed, started=None), "after-transaction-commit"),
             (lambda t: t.checkpoint_local(CheckpointBudget()), "after-local-checkpoint")]
-        for step, point in steps:
-            failure = _attempt(t, partial(step, t))
-            if failure is not None:
-                return failure
-            if point is not None:
-                crash_point(point, t.name, t.committed_offsets, t.next_offsets)
+        try:
+            for step, point in steps:
+                failure = _attempt(t, partial(step, t))
+                if failure is not None:
+                    return failure
+                if point is not None:
+                    crash_point(point, t.name, t.committed_offsets, t.next_offsets)
+        except BaseException:
+            raise  # the future holds it: finish() raises it on the loop
+        except:  # noqa: E722 - not an exception class: it would end the thread, not the future
+            return CommitFailure(t, TransactionAbortedError(
+                f"task {t.name}: its commit thread got {sys.exc_info()[1]!r}"))
         return None
 
     def finish(self, pending: PendingCommit) -> CommitFailure | None:
