@@ -28,6 +28,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 
 from millpond.api import IncomingMessageEnvelope, SerdePair
 from millpond.changelog.checkpoint import task_name
+from millpond.changelog.restore import STEP_WAIT_S
 from millpond.kafka.reading import watermarks
 from millpond.sideinputs import local
 from millpond.sideinputs.errors import SideInputProcessingError, SideInputsStalledError
@@ -50,9 +51,6 @@ class OutOfRange(Protocol):
                  when: str) -> Reset | None: ...
 
 BATCH = 5000  # records per bootstrap step
-# A bootstrap step waits at most this for records: the run loop steps it between polls, and
-# the tasks already open must not wait on another's bootstrap (millpond.changelog.restore).
-STEP_WAIT_S = 0.01
 POLL_BATCH = 1000  # records applied per run-loop iteration at most
 STALL_S = 60.0  # a bootstrap with no progress for this long fails
 
@@ -110,6 +108,7 @@ class SideInputReader:
                               for topic, partition in self._by_source])
         last_progress = time.monotonic()
         while not self._caught_up(ends):
+            # the run loop steps this between polls: the open tasks must not wait on it
             msgs = self.consumer.consume(BATCH, STEP_WAIT_S)
             if msgs:
                 last_progress = time.monotonic()
