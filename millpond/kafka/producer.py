@@ -20,8 +20,8 @@ import logging
 import re
 import sys
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException, Message
 
@@ -64,6 +64,19 @@ def log_client_error(err: KafkaError) -> None:
     else:
         log.warning("Kafka client: %s%s", err.str(), suffix(dropped))
 
+
+T = TypeVar("T")
+
+
+def as_exception(raised: object) -> KafkaException:
+    """What a librdkafka call raised that is not an exception at all, as the
+    ``KafkaException`` it should have been. confluent-kafka 2.16's ``flush()`` on a fenced
+    producer raised the ``KafkaError`` object itself, which no ``except`` clause but a bare
+    one catches (not even ``BaseException``): on a commit thread it killed the thread and
+    left the commit's future unfinished for ever (fault tests, 2026-12-06)."""
+    if isinstance(raised, KafkaError):
+        return KafkaException(raised)
+    return KafkaException(KafkaError(KafkaError._FAIL, f"the client raised {raised!r}"))
 
 # 1 ms, not librdkafka's 5: an output waits this long at most for its batch (p50 produce ->
 # visible 9.7 -> 6.0 ms at 5k msg/s); a loaded loop's bursts fill batches anyway and a
@@ -228,21 +241,10 @@ class TrackedProducer:
             except BufferError:
                 self._poll(0.05)
             except (KafkaException, SystemError) as exc:
-                self._check_fatal(exc)
-                assert isinstance(exc, KafkaException)
-                if self.transactional and (exc.args[0].txn_requires_abort()
-                                           or exc.args[0].code() == KafkaError._STATE):
-                    # The open transaction failed earlier (a delivery error or timeout):
-                    # raise that (a data error), else abort and replay the transaction.
-                    self.raise_errors()
-                    raise TransactionAbortedError(
-                        f"producer {self.name}: the transaction must be aborted "
-                        f"({exc.args[0].str()})", unavailable=True) from exc
-                size = len(value) if value is not None else 0
-                raise DeliveryError(
-                    f"Kafka rejected a record for {topic}[{part}] key={(key or b'')[:60]!r} "
-                    f"({size} bytes): {exc.args[0].str()}"
-                    f"{self._too_large_hint(exc.args[0], topic)}") from exc
+                raise self._refused_record(exc, topic, part, key, value) from exc
+            except:  # noqa: E722 - see as_exception (not through _client: the hot path)
+                raise self._refused_record(as_exception(sys.exc_info()[1]), topic, part, key,
+                                           value) from None
         self.sent += 1
         if topic in self._watched:
             if part < 0:
@@ -253,44 +255,56 @@ class TrackedProducer:
         if self.sent & 0x3FF == 0:
             self._poll(0)
 
+    def _refused_record(self, exc: Exception, topic: str, part: int, key: bytes | None,
+                        value: bytes | None) -> KafkaClientError:
+        """The error for a record ``produce()`` refused: fenced, the transaction to abort,
+        or the record itself (named by topic, partition and key)."""
+        self._check_fatal(exc)
+        assert isinstance(exc, KafkaException)
+        err: KafkaError = exc.args[0]
+        if self.transactional and (err.txn_requires_abort() or err.code() == KafkaError._STATE):
+            # The open transaction failed earlier (a delivery error or timeout): raise that
+            # (a data error), else abort and replay the transaction.
+            self.raise_errors()
+            return TransactionAbortedError(
+                f"producer {self.name}: the transaction must be aborted ({err.str()})",
+                unavailable=True)
+        size = len(value) if value is not None else 0
+        return DeliveryError(
+            f"Kafka rejected a record for {topic}[{part}] key={(key or b'')[:60]!r} "
+            f"({size} bytes): {err.str()}{self._too_large_hint(err, topic)}")
+
     def _too_large_hint(self, err: KafkaError, topic: str | None) -> str:
         """``; <hint>`` for a record too large for ``topic`` that has a hint, else ''."""
         if err.code() != KafkaError.MSG_SIZE_TOO_LARGE or topic not in self.too_large_hints:
             return ""
         return f"; {self.too_large_hints[topic]}"
 
+    def _client(self, call: Callable[..., T], *args: Any) -> T:
+        """``call(*args)`` on the librdkafka client, whatever it raises coming out as an
+        exception (see ``as_exception``). Every client call but ``produce`` goes here."""
+        try:
+            return call(*args)
+        except BaseException:
+            raise
+        except:  # noqa: E722 - not an exception at all: see as_exception
+            raise as_exception(sys.exc_info()[1]) from None
+
     def _poll(self, timeout: float) -> None:
         try:
-            self._producer.poll(timeout)
+            self._client(self._producer.poll, timeout)
         except (KafkaException, SystemError) as exc:
             self._check_fatal(exc)
             raise
-        except:  # noqa: E722 - see _not_an_exception
-            raise self._not_an_exception() from None
 
     def _flush(self, timeout: float) -> int:
         if self.fatal is not None:
             raise self._fenced()
         try:
-            return int(self._producer.flush(timeout))
+            return int(self._client(self._producer.flush, timeout))
         except (KafkaException, SystemError) as exc:
             self._check_fatal(exc)
             raise
-        except:  # noqa: E722 - see _not_an_exception
-            raise self._not_an_exception() from None
-
-    def _not_an_exception(self) -> KafkaClientError:
-        """What to raise for a flush or poll that raised something no ``except Exception``
-        (nor ``BaseException``) catches: confluent-kafka 2.16 raised a bare ``KafkaError``
-        object once its producer was fenced (a zombie, fault tests 2026-12-06). On a commit
-        thread it escaped the pool's handler, killed the thread and left the commit's
-        future unfinished for ever (the run loop then waited in a rebalance callback)."""
-        raised = sys.exc_info()[1]
-        if isinstance(raised, KafkaError) and raised.fatal() and self.fatal is None:
-            self.fatal = raised
-        if self.fatal is not None:
-            return self._fenced()
-        return TransactionAbortedError(f"producer {self.name}: the client raised {raised!r}")
 
     def poll(self) -> None:
         """Serve delivery callbacks without blocking."""
@@ -406,7 +420,7 @@ class TrackedProducer:
         if self.fatal is not None:
             raise self._fenced()
         try:
-            call(*args)
+            self._client(call, *args)
         except (KafkaException, SystemError) as exc:
             self._check_fatal(exc)
             assert isinstance(exc, KafkaException)
@@ -436,7 +450,7 @@ class TrackedProducer:
         if self.fatal is not None:
             return
         try:
-            self._producer.abort_transaction(timeout)
+            self._client(self._producer.abort_transaction, timeout)
         except (KafkaException, SystemError) as exc:
             log.warning("producer %s: abort_transaction failed: %s", self.name, exc)
 
@@ -446,15 +460,15 @@ class TrackedProducer:
             self.discard()
             return
         try:
-            self._producer.flush(timeout)
+            self._client(self._producer.flush, timeout)
         except (KafkaException, SystemError) as exc:
             log.warning("producer %s: flush at close failed: %s", self.name, exc)
 
     def discard(self) -> None:
         """Drop every queued record without waiting (closing a task without a commit)."""
         try:
-            self._producer.purge()
-            self._producer.flush(0)
+            self._client(self._producer.purge)
+            self._client(self._producer.flush, 0)
         except (KafkaException, SystemError) as exc:
             log.debug("producer %s: purge failed: %s", self.name, exc)
         self._forget_errors()
