@@ -201,8 +201,10 @@ def read_checkpoints(
     latest: dict[str, Checkpoint] = {}
     at: dict[str, str] = {}  # task -> where its latest checkpoint is
     damaged: dict[bytes, DamagedRecord] = {}  # raw key -> its newest record, if unreadable
-    for p in partitions:
-        low, high = watermarks(consumer, topic, p)
+    # Every partition's ends first: asked after a read, each waited behind the read's last
+    # fetch on the broker's connection (~30 ms a partition).
+    ends = {p: watermarks(consumer, topic, p) for p in partitions}
+    for p, (low, high) in ends.items():
         for batch in read_range(consumer, topic, p, low, high):
             for msg in batch:
                 raw = msg.key() or b""

@@ -44,7 +44,6 @@ from millpond.changelog.checkpoint import (
 from millpond.changelog.errors import ChangelogLostError, CheckpointError
 from millpond.changelog.guarantees import Guarantee
 from millpond.changelog.restore import (
-    STEP_WAIT_S,
     RecordCheck,
     RestoreListener,
     RestoreStats,
@@ -442,7 +441,7 @@ def _trim(
     assert plan.trim_end is not None
     keys: set[bytes] = set()
     with closing(read_range(consumer, where.topic, where.partition, plan.end,
-                            plan.trim_end, wait_s=STEP_WAIT_S, idle=True)) as batches:
+                            plan.trim_end, idle=True)) as batches:
         for batch in batches:
             keys.update(m.key() for m in batch)  # type: ignore[misc]
             yield stats

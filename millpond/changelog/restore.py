@@ -29,10 +29,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 PROGRESS_EVERY_S = 3.0
-# A restore's reads wait at most this for records, yielding in between: a task opening in
-# the run loop (a moved or restarted partition) never holds up the tasks that stay longer
-# than about this (a read that waited 0.2 s, the first fetch alone ~50 ms, stalled them).
-STEP_WAIT_S = 0.01
 # Give the heap's freed memory back to the OS after every this many restored bytes, and at
 # the end (millpond.stores.malloc): a restore frees as much as it allocates, in pieces that
 # glibc otherwise keeps, while the job's caches fill beside it.
@@ -172,7 +168,7 @@ def restore_steps(
     trimmed_at = stats.bytes
     # closing(): an early close of this generator unassigns the consumer at once, not at GC.
     with closing(read_range(consumer, stats.topic, stats.partition, stats.start_offset,
-                            stats.end_offset, wait_s=STEP_WAIT_S, idle=True)) as batches:
+                            stats.end_offset, idle=True)) as batches:
         for batch in batches:
             if not batch:  # nothing arrived yet: let the caller go on meanwhile
                 yield stats

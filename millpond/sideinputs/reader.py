@@ -28,8 +28,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 
 from millpond.api import IncomingMessageEnvelope, SerdePair
 from millpond.changelog.checkpoint import task_name
-from millpond.changelog.restore import STEP_WAIT_S
-from millpond.kafka.reading import watermarks
+from millpond.kafka.reading import READ_WAIT_S, watermarks
 from millpond.sideinputs import local
 from millpond.sideinputs.errors import SideInputProcessingError, SideInputsStalledError
 from millpond.sideinputs.processor import SideInputsProcessor
@@ -109,7 +108,7 @@ class SideInputReader:
         last_progress = time.monotonic()
         while not self._caught_up(ends):
             # the run loop steps this between polls: the open tasks must not wait on it
-            msgs = self.consumer.consume(BATCH, STEP_WAIT_S)
+            msgs = self.consumer.consume(BATCH, READ_WAIT_S)
             if msgs:
                 last_progress = time.monotonic()
                 self._apply(msgs)

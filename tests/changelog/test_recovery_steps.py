@@ -203,7 +203,7 @@ def test_a_restore_waiting_for_records_gives_the_caller_control_back(
         assert waited == [0, 0, 0]
         latest = _produce(kafka_bootstrap, topic, 0, 1, 1)
         final = None
-        for _ in range(3000):  # ~STEP_WAIT_S each: bounded
+        for _ in range(3000):  # ~READ_WAIT_S each: bounded
             try:
                 next(steps)
             except StopIteration as stop:
