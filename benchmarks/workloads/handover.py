@@ -26,6 +26,7 @@ and when the reader saw it.
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 import time
@@ -93,8 +94,9 @@ def measure(h: Harness, rate: int, tag: str) -> dict[str, Any]:
         pacer.start()
         time.sleep(WARM_S)
         out_ms = time.time() * 1000
-        second = start_child([MILLPOND, "run", "--config", str(first.config)],
-                             logdir=first.config.parent, name="second")
+        level = os.environ.get("MILLPOND_BENCH_JOB_LOG_LEVEL", "INFO")  # as the first's
+        second = start_child([MILLPOND, "run", "--config", str(first.config),
+                              "--log-level", level], logdir=first.config.parent, name="second")
         time.sleep(HOLD_S)
         back_ms = time.time() * 1000
         second_child = second.stop(grace=60)
