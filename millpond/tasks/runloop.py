@@ -48,7 +48,7 @@ POLL_TIMEOUT_S = 0.1
 QUERY_POLL_TIMEOUT_S = 0.01
 OPEN_BUDGET_S = 0.2  # time given to opening tasks (restore batches) per iteration
 # ... while other tasks run: their records wait at most about this (and one step) for it
-OPEN_SLICE_S = 0.02
+OPEN_SLICE_S = 0.01
 # Records held for a task while its pipelined commit is under way, at most: past this the
 # loop waits for the commit (a coordinator slow to answer must not grow memory unbounded).
 HELD_MAX = 10 * POLL_BATCH
