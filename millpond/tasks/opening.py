@@ -24,6 +24,7 @@ from confluent_kafka import Consumer
 
 from millpond.api import StreamTask, TaskContext
 from millpond.changelog.checkpoint import read_checkpoints, task_name
+from millpond.changelog.errors import StoreLockedError
 from millpond.changelog.guarantees import Guarantee
 from millpond.changelog.restore import RestoreListener, RestoreStats
 from millpond.config import Config
@@ -292,6 +293,15 @@ def start_positions(
     return positions, resets, ends
 
 
+# A task whose store directory another process still holds (two processes of a job sharing
+# one store base dir, a partition moving between them) tries again this often, for at most
+# LOCKED_WAIT_S: the previous owner releases it when its final commit is over, which a
+# rebalance may hold up to ~1 s (its offsets wait behind the group's JoinGroup); a process
+# that holds it longer is another one running the same task, and the error says so.
+LOCKED_RETRY_S = 0.1
+LOCKED_WAIT_S = 30.0
+
+
 class TaskOpener:
     """The queue of tasks to open, advanced by the run loop within a time budget."""
 
@@ -306,6 +316,7 @@ class TaskOpener:
         # The opening task's restores so far, per store (read by metrics): the last stats
         # each store's restore yielded.
         self.progress: dict[str, RestoreStats] = {}
+        self._locked_since: dict[int, float] = {}  # partition -> first found locked
 
     @property
     def opening(self) -> int | None:
@@ -341,6 +352,7 @@ class TaskOpener:
     def drop(self, partition: int) -> None:
         """Forget ``partition``; an opening under way is closed, releasing what it opened."""
         self._queue.pop(partition, None)
+        self._locked_since.pop(partition, None)
         if self.fences is not None:
             self.fences.drop(partition)
         if self._current is not None and self._current[0] == partition:
@@ -375,8 +387,21 @@ class TaskOpener:
                     self.progress[step.store] = step
             except StopIteration as done:
                 self._current = None
+                self._locked_since.pop(partition, None)
                 self.outage.available()
                 ready.append(done.value)
+            except StoreLockedError as exc:
+                self._current = None
+                first = partition not in self._locked_since
+                since = self._locked_since.setdefault(partition, time.monotonic())
+                if time.monotonic() - since >= LOCKED_WAIT_S:
+                    del self._locked_since[partition]
+                    raise
+                if first:
+                    log.info("task %s: %s; trying again for up to %.0fs (a previous owner "
+                             "releases it once its final commit is over)",
+                             task_name(partition), exc, LOCKED_WAIT_S)
+                self.add(partition, LOCKED_RETRY_S)
             except (ProducerFencedError, TransactionAbortedError, BrokerUnreachableError) as exc:
                 self._current = None
                 if unreachable(exc):
