@@ -295,9 +295,9 @@ def start_positions(
 
 # A task whose store directory another process still holds (two processes of a job sharing
 # one store base dir, a partition moving between them) tries again this often, for at most
-# LOCKED_WAIT_S: the previous owner releases it when its final commit is over, which a
-# rebalance may hold up to ~1 s (its offsets wait behind the group's JoinGroup); a process
-# that holds it longer is another one running the same task, and the error says so.
+# LOCKED_WAIT_S: the previous owner releases it when its final commit is over (1.1 s once
+# during a rebalance, benchmarks/results.md); a process that holds it longer is another one
+# running the same task, and the error says so.
 LOCKED_RETRY_S = 0.1
 LOCKED_WAIT_S = 30.0
 
@@ -392,9 +392,10 @@ class TaskOpener:
                 ready.append(done.value)
             except StoreLockedError as exc:
                 self._current = None
+                now = time.monotonic()
                 first = partition not in self._locked_since
-                since = self._locked_since.setdefault(partition, time.monotonic())
-                if time.monotonic() - since >= LOCKED_WAIT_S:
+                since = self._locked_since.setdefault(partition, now)
+                if now - since >= LOCKED_WAIT_S:
                     del self._locked_since[partition]
                     raise
                 if first:
