@@ -183,7 +183,7 @@ class RunLoop:
                         raise UserCodeError(t.task, "window", exc) from exc
         self._turns.track(tasks, now)
         due = self._turns.due(now, self._loaded)
-        if due and len(due) < len(tasks) and not self._loaded:  # a turn, pipelined
+        if due and self._turns.pipelined(self._loaded):  # keeping up: a turn, pipelined
             self._start_turn([tasks[p] for p in due])
         elif due:  # all together (under load): side by side, the loop waits
             self.commit(None if len(due) == len(tasks) else [tasks[p] for p in due], turn=True)
@@ -288,6 +288,8 @@ class RunLoop:
         now = time.monotonic()
         self.manager.start_commit(chosen)
         self._committed(chosen, now, turn=True)
+        if len(chosen) == len(self.tasks):
+            self.last_commit = now
 
     def _committed(self, chosen: list[TaskInstance], now: float, turn: bool) -> None:
         """``chosen`` committed (or began to) at ``now``: their commit timers and write-ahead
@@ -300,11 +302,17 @@ class RunLoop:
 
     def _release_held(self) -> None:
         """Handle the records held for tasks whose pipelined commit is over (a task closed
-        meanwhile reads them again from its checkpoint when it reopens)."""
+        meanwhile reads them again from its checkpoint when it reopens). Handed over, they
+        are a batch after a commit, as a poll's are (the ``mid-batch`` crash point: a job
+        whose input was all polled while its tasks committed gets no other)."""
+        fed = False
         for p in [p for p in self._held if not self.manager.committing(p)]:
             task, run = self._held.pop(p)
             if self.tasks.get(p) is task:
                 self._feed(p, task, run)
+                fed = True
+        if fed:
+            crash_point("mid-batch")
 
     def _dispatch(self, msgs: list[Message]) -> None:
         tasks = self.tasks

@@ -116,19 +116,24 @@ def test_a_job_under_load_commits_its_tasks_together(
     assert dump_store(conf, "counts") == dict(expected)
 
 
-@pytest.mark.parametrize("point", ["after-flush", "after-transaction-commit",
-                                   "after-local-checkpoint"])
+@pytest.mark.parametrize(("point", "commit_ms"), [
+    ("after-flush", 1000), ("after-transaction-commit", 1000),
+    ("after-local-checkpoint", 1000),
+    ("after-transaction-commit", 100),  # every task in one shared turn, each pipelined
+])
 def test_a_kill_inside_a_pipelined_commit_loses_nothing(
-    point: str, kafka_bootstrap: str, topic_name: Callable[[str], str], tmp_path: Path
+    point: str, commit_ms: int, kafka_bootstrap: str, topic_name: Callable[[str], str],
+    tmp_path: Path
 ) -> None:
     """A turn's commit runs on a commit thread while the loop handles the other tasks
     (millpond.tasks.commit, CommitProtocol.start): a SIGKILL on the loop's side of it
     (after-flush) or on the commit thread's (after the transaction, after the local
-    checkpoint) leaves state that the next run completes exactly."""
+    checkpoint) leaves state that the next run completes exactly. At 100 ms the four
+    tasks share one turn and each starts its own pipelined commit."""
     source, name = topic_name("in"), topic_name("job")
     create_topic(kafka_bootstrap, source, 4)
     conf = write_properties(tmp_path / "job.properties", counting_job(
-        kafka_bootstrap, name, source, tmp_path / "s", **{"task.commit.ms": 1000}))
+        kafka_bootstrap, name, source, tmp_path / "s", **{"task.commit.ms": commit_ms}))
     proc = start_job(conf, "--log-level", "DEBUG",
                      env={"MILLPOND_CRASH_AT": f"{point}:3:moved"})
     out = OutputLines(proc)

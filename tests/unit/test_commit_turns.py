@@ -100,3 +100,12 @@ def test_a_task_that_arrives_joins_the_current_interval() -> None:
     assert turns.due(12.0, loaded=False) == [0]  # most overdue first, then a gap
     turns.committed([0], 12.0)
     assert turns.due(12.11, loaded=False) == [1]
+
+
+def test_due_tasks_commit_pipelined_while_the_loop_keeps_up() -> None:
+    """A turn, and a short interval's shared turn, commit pipelined; under load, or when
+    every poll commits (task.commit.ms=0), the loop waits for the commit."""
+    assert CommitTurns(every_s=1.0).pipelined(loaded=False)
+    assert CommitTurns(every_s=0.1).pipelined(loaded=False)
+    assert not CommitTurns(every_s=0.1).pipelined(loaded=True)
+    assert not CommitTurns(every_s=0.0).pipelined(loaded=False)
