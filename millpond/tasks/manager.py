@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
+from concurrent import futures
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
@@ -182,6 +183,16 @@ class TaskManager:
     def committing(self, partition: int) -> bool:
         """The task of ``partition`` has a pipelined commit under way: leave it alone."""
         return partition in self._pending
+
+    def all_committing(self) -> bool:
+        """Every open task has a pipelined commit under way (none can take records)."""
+        return bool(self._pending) and all(p in self._pending for p in self.tasks)
+
+    def await_a_commit(self, timeout_s: float) -> None:
+        """Wait (at most ``timeout_s``) until one pipelined commit's thread is done."""
+        if self._pending:
+            futures.wait([c.future for c in self._pending.values()], timeout=timeout_s,
+                         return_when=futures.FIRST_COMPLETED)
 
     def settle(self, partition: int | None = None, wait: bool = True) -> None:
         """Complete pipelined commits: that of ``partition`` (default: every one), waiting

@@ -52,6 +52,7 @@ OPEN_SLICE_S = 0.01
 # Records held for a task while its pipelined commit is under way, at most: past this the
 # loop waits for the commit (a coordinator slow to answer must not grow memory unbounded).
 HELD_MAX = 10 * POLL_BATCH
+HELD_MAX_BYTES = 4 << 20  # and at most this many bytes of values (4 KB records: 1,000)
 
 
 def static_member_fenced(err: KafkaError) -> bool:
@@ -120,6 +121,7 @@ class RunLoop:
         # Records polled for a task whose pipelined commit is under way, in order: they are
         # handled once it has committed (partition -> the task, its records).
         self._held: dict[int, tuple[TaskInstance, list[Message]]] = {}
+        self._held_bytes: dict[int, int] = {}  # partition -> its held records' value bytes
 
     @property
     def consumer(self) -> Consumer:
@@ -235,7 +237,11 @@ class RunLoop:
         timeout has passed (one consume call waits for either). Each poll's records are
         dispatched before the next poll, which may serve a rebalance. While a task can
         open, the opening is the wait: no poll waits for input (none flows before the first
-        task is ready)."""
+        task is ready). While every task commits pipelined none could take a record: the
+        loop waits for the first commit to end instead of polling records it would hold
+        (they stay in the consumer's queue, inside the memory plan's input budget)."""
+        if self.manager.all_committing() and not self.opener.due:
+            self.manager.await_a_commit(POLL_TIMEOUT_S)
         msgs = self.consumer.consume(POLL_BATCH, 0)
         self._loaded = len(msgs) >= POLL_BATCH
         if msgs or self.opener.due:
@@ -308,6 +314,7 @@ class RunLoop:
         fed = False
         for p in [p for p in self._held if not self.manager.committing(p)]:
             task, run = self._held.pop(p)
+            self._held_bytes.pop(p, None)
             if self.tasks.get(p) is task:
                 self._feed(p, task, run)
                 fed = True
@@ -357,11 +364,14 @@ class RunLoop:
             held = self._held.get(partition)
             if held is not None:  # behind records already held
                 held[1].extend(run)
-                if len(held[1]) >= HELD_MAX:
+                size = self._held_bytes[partition] = (self._held_bytes.get(partition, 0)
+                                                      + sum(map(len, run)))
+                if len(held[1]) >= HELD_MAX or size >= HELD_MAX_BYTES:
                     self.manager.settle(partition)
                     self._release_held()
             elif task is not None and self.manager.committing(partition):
                 self._held[partition] = (task, run)
+                self._held_bytes[partition] = sum(map(len, run))
             elif not self._feed(partition, task, run):
                 unfinished.add(partition)
         if gaps:  # held records come before a gap

@@ -7,13 +7,16 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from millpond.tasks.runloop import HELD_MAX, RunLoop
+from millpond.tasks.runloop import HELD_MAX, HELD_MAX_BYTES, RunLoop
 from millpond.tasks.stalls import StallWatch
 
 
 class Msg:
-    def __init__(self, partition: int, offset: int) -> None:
-        self._p, self._o = partition, offset
+    def __init__(self, partition: int, offset: int, size: int = 100) -> None:
+        self._p, self._o, self._size = partition, offset, size
+
+    def __len__(self) -> int:  # a confluent-kafka Message's len(): its value's
+        return self._size
 
     def error(self) -> None:
         return None
@@ -45,6 +48,7 @@ def loop(tasks: dict[int, Task], committing: set[int]) -> RunLoop:
         settle=lambda p=None: committing.discard(p) if p is not None else committing.clear())
     run.tasks = tasks  # type: ignore[assignment]
     run._held = {}
+    run._held_bytes = {}
     run._stalls = StallWatch()
     run._serdes_of = run._on_error = None  # type: ignore[assignment]
     run._rejoin = None
@@ -92,3 +96,17 @@ def test_the_records_held_are_bounded_the_loop_waits_for_the_commit_past_that() 
     assert seen == [] and committing == {0}
     run._dispatch([Msg(0, HELD_MAX - 1)])  # the limit: wait for the commit, then go on
     assert committing == set() and len(seen) == HELD_MAX and run._held == {}
+
+
+def test_the_bytes_held_are_bounded_too() -> None:
+    """Large records reach the byte bound long before the count bound."""
+    seen: list[tuple[int, int]] = []
+    committing = {0}
+    run = loop({0: Task(0, seen)}, committing)
+    size = 64 << 10
+    below = HELD_MAX_BYTES // size - 1
+    for offset in range(below):
+        run._dispatch([Msg(0, offset, size)])
+    assert seen == [] and committing == {0}
+    run._dispatch([Msg(0, below, size)])
+    assert committing == set() and len(seen) == below + 1 and run._held_bytes == {}

@@ -27,10 +27,13 @@ class Queue:
         return [object()] * n
 
 
-def loop(queue: Queue, opening: bool = False, queries: bool = False) -> RunLoop:
+def loop(queue: Queue, opening: bool = False, queries: bool = False,
+         committing: bool = False) -> RunLoop:
     run = RunLoop.__new__(RunLoop)
     run._queries = (object(), object()) if queries else None  # type: ignore[assignment]
-    run.manager = SimpleNamespace(consumer=queue)  # type: ignore[assignment]
+    run.manager = SimpleNamespace(  # type: ignore[assignment]
+        consumer=queue, all_committing=lambda: committing,
+        await_a_commit=lambda timeout_s: queue.calls.append(("await", timeout_s)))
     run.opener = SimpleNamespace(due=opening)  # type: ignore[assignment]
     run.tasks = {}
     run._ahead = WriteAhead(commit_every_s=1.0)
@@ -65,3 +68,13 @@ def test_a_loop_serving_queries_waits_less_for_input_when_idle() -> None:
     assert loop(queue, queries=True)._poll() == []
     assert queue.calls == [(POLL_BATCH, 0), (1, QUERY_POLL_TIMEOUT_S)]
     assert QUERY_POLL_TIMEOUT_S < POLL_TIMEOUT_S
+
+
+def test_while_every_task_commits_the_loop_waits_for_a_commit_not_for_records() -> None:
+    """Records polled then would only be held (in memory outside the input budget)."""
+    queue = Queue(ready=5)
+    assert len(loop(queue, committing=True)._poll()) == 5
+    assert queue.calls == [("await", POLL_TIMEOUT_S), (POLL_BATCH, 0)]
+    queue = Queue(ready=5)
+    loop(queue)._poll()
+    assert queue.calls == [(POLL_BATCH, 0)]

@@ -130,7 +130,8 @@ def test_the_idle_poll_writes_a_chunk_then_looks_for_input_without_waiting(
     queue = Queue()
     run = RunLoop.__new__(RunLoop)
     run._queries = None
-    run.manager = SimpleNamespace(consumer=queue, committing=lambda p: False)  # type: ignore[assignment]
+    run.manager = SimpleNamespace(consumer=queue, committing=lambda p: False,
+                                  all_committing=lambda: False)  # type: ignore[assignment]
     run.opener = SimpleNamespace(due=False)  # type: ignore[assignment]
     run.tasks = {0: SimpleNamespace(storage=storage, partition=0)}  # type: ignore[dict-item]
     run._ahead = WriteAhead(commit_every_s=1.0)
