@@ -55,6 +55,22 @@ HELD_MAX = 10 * POLL_BATCH
 HELD_MAX_BYTES = 4 << 20  # and at most this many bytes of values (4 KB records: 1,000)
 
 
+@dataclass
+class _Held:
+    """Records polled for a task whose pipelined commit is under way, in order, and their
+    values' bytes (both bounded: HELD_MAX, HELD_MAX_BYTES)."""
+
+    task: TaskInstance
+    records: list[Message]
+    nbytes: int = 0
+
+    def add(self, run: list[Message]) -> bool:
+        """Hold ``run`` too; whether the records held reached a bound."""
+        self.records.extend(run)
+        self.nbytes += sum(map(len, run))
+        return len(self.records) >= HELD_MAX or self.nbytes >= HELD_MAX_BYTES
+
+
 def static_member_fenced(err: KafkaError) -> bool:
     """True if the group consumer was fenced by another member with its ``group.instance.id``:
     after its session timed out during an outage, its own rejoin replaced it (librdkafka
@@ -118,10 +134,9 @@ class RunLoop:
         self._ahead = WriteAhead(timing.commit_every_s)  # an idle loop's work for the commit
         self._eof: set[tuple[str, int]] = set()
         self._at_end_since: float | None = None
-        # Records polled for a task whose pipelined commit is under way, in order: they are
-        # handled once it has committed (partition -> the task, its records).
-        self._held: dict[int, tuple[TaskInstance, list[Message]]] = {}
-        self._held_bytes: dict[int, int] = {}  # partition -> its held records' value bytes
+        # Records polled for a task whose pipelined commit is under way: they are handled
+        # once it has committed (partition -> the task, its records).
+        self._held: dict[int, _Held] = {}
 
     @property
     def consumer(self) -> Consumer:
@@ -313,10 +328,9 @@ class RunLoop:
         whose input was all polled while its tasks committed gets no other)."""
         fed = False
         for p in [p for p in self._held if not self.manager.committing(p)]:
-            task, run = self._held.pop(p)
-            self._held_bytes.pop(p, None)
-            if self.tasks.get(p) is task:
-                self._feed(p, task, run)
+            held = self._held.pop(p)
+            if self.tasks.get(p) is held.task:
+                self._feed(p, held.task, held.records)
                 fed = True
         if fed:
             crash_point("mid-batch")
@@ -363,15 +377,12 @@ class RunLoop:
             stall_fetch(self.consumer, partition, run)
             held = self._held.get(partition)
             if held is not None:  # behind records already held
-                held[1].extend(run)
-                size = self._held_bytes[partition] = (self._held_bytes.get(partition, 0)
-                                                      + sum(map(len, run)))
-                if len(held[1]) >= HELD_MAX or size >= HELD_MAX_BYTES:
+                if held.add(run):  # a bound: wait for the commit
                     self.manager.settle(partition)
                     self._release_held()
             elif task is not None and self.manager.committing(partition):
-                self._held[partition] = (task, run)
-                self._held_bytes[partition] = sum(map(len, run))
+                self._held[partition] = held = _Held(task, [])
+                held.add(run)
             elif not self._feed(partition, task, run):
                 unfinished.add(partition)
         if gaps:  # held records come before a gap

@@ -48,7 +48,6 @@ def loop(tasks: dict[int, Task], committing: set[int]) -> RunLoop:
         settle=lambda p=None: committing.discard(p) if p is not None else committing.clear())
     run.tasks = tasks  # type: ignore[assignment]
     run._held = {}
-    run._held_bytes = {}
     run._stalls = StallWatch()
     run._serdes_of = run._on_error = None  # type: ignore[assignment]
     run._rejoin = None
@@ -109,4 +108,4 @@ def test_the_bytes_held_are_bounded_too() -> None:
         run._dispatch([Msg(0, offset, size)])
     assert seen == [] and committing == {0}
     run._dispatch([Msg(0, below, size)])
-    assert committing == set() and len(seen) == below + 1 and run._held_bytes == {}
+    assert committing == set() and len(seen) == below + 1 and run._held == {}
