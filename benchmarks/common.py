@@ -36,6 +36,7 @@ class Child:
     timed_out: bool = False
     load_before: list[float] = field(default_factory=list)  # 1/5/15-min load at the fork
     steal_percent: float | None = None  # CPU steal of the whole machine while it ran
+    pressure_percent: float | None = None  # CPU pressure (PSI "some") while it ran
 
     @property
     def wall_s(self) -> float:
@@ -68,6 +69,7 @@ class Running:
         self.cmd = cmd
         self._paths = logdir / f"{name}.out", logdir / f"{name}.err"
         self.load_before, self._ticks = load_average(), cpu_ticks()
+        self._pressure = cpu_pressure()
         self._out, self._err = open(self._paths[0], "w"), open(self._paths[1], "w")  # noqa: SIM115 - closed in wait()
         self.started = time.time()
         try:
@@ -117,7 +119,8 @@ class Running:
                      usage.ru_utime + usage.ru_stime, self._peak.mb,
                      self._paths[0].read_text(errors="replace"),
                      self._paths[1].read_text(errors="replace"), killed.is_set(),
-                     self.load_before, steal_percent(self._ticks, cpu_ticks()))
+                     self.load_before, steal_percent(self._ticks, cpu_ticks()),
+                     pressure_percent(self._pressure, cpu_pressure()))
 
     def stop(self, grace: float = 60.0) -> Child:
         """SIGTERM, then wait up to ``grace`` seconds for it to exit (SIGKILL after that)."""
@@ -216,6 +219,27 @@ def cpu_ticks() -> tuple[int, int]:
         return 0, 0
     steal = fields[7] if len(fields) > 7 else 0
     return steal, sum(fields[:8])
+
+
+def cpu_pressure() -> tuple[float, int] | None:
+    """(monotonic time, total µs) of the kernel's CPU pressure stall information "some"
+    line: time in which at least one runnable task waited for a CPU. None where the kernel
+    has no PSI."""
+    try:
+        line = Path("/proc/pressure/cpu").read_text().split("\n", 1)[0]
+        return time.monotonic(), int(line.rsplit("total=", 1)[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def pressure_percent(start: tuple[float, int] | None,
+                     end: tuple[float, int] | None) -> float | None:
+    """Share of the wall time between two cpu_pressure() in which a runnable task waited for
+    a CPU. This machine's hypervisor reports no steal (0.0% throughout) while a host burst
+    stalls every process; PSI shows it (and the run's own demand over the 2 cores)."""
+    if start is None or end is None or end[0] <= start[0]:
+        return None
+    return round(100.0 * (end[1] - start[1]) / 1e6 / (end[0] - start[0]), 1)
 
 
 class Conditions:

@@ -1232,9 +1232,9 @@ def latency_table(results: dict[str, Any]) -> list[str]:
         "",
         "| system | guarantee | commit ms | rate msg/s | achieved msg/s | producer behind "
         "(max ms) | outputs | lost | p50 ms | p99 ms | p99.9 ms | max ms | job CPU s | CPU "
-        "steal | load before → after |",
+        "steal | CPU pressure | load before → after |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: "
-        "| ---: | --- |"]
+        "| ---: | ---: | --- |"]
     for e in rows.values():
         loads = ", ".join(f"{(b or ['?'])[0]} → {(a or ['?'])[0]}" for b, a in
                           zip(e.get("load_average_before") or [],
@@ -1245,8 +1245,17 @@ def latency_table(results: dict[str, Any]) -> list[str]:
             f"{_n(_med(e.get('max_behind_ms')))} | {_n(_med(e.get('outputs')))} | {_lost(e)} | {_ms(e.get('p50_ms'))} | "
             f"{_ms(e.get('p99_ms'))} | {_ms(e.get('p99_9_ms'))} | {_ms(e.get('max_ms'))} | "
             f"{_n(_med(e.get('cpu_s')))} | {_pct(_med(e.get('cpu_steal_percent')))} | "
-            f"{loads} |")
+            f"{_pressure(e.get('cpu_pressure_percent'))} | {loads} |")
     return [*lines, ""]
+
+
+def _pressure(summary: dict[str, Any] | None) -> str:
+    """A row's CPU pressure: the median, with every run's figure when there were several
+    (a noisy round stands out: a host burst or the run's own demand over the cores)."""
+    runs = (summary or {}).get("runs") or []
+    if len(runs) <= 1:
+        return _pct(_med(summary))
+    return f"{_pct(_med(summary))} ({', '.join(_pct(r) for r in runs)})"
 
 
 # ---- the README's Benchmarks block -----------------------------------------------------------

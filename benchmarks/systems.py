@@ -367,7 +367,8 @@ def restore_rows(stdout: str) -> list[dict[str, Any]]:
 def _child_fields(child: Child) -> dict[str, Any]:
     return {"returncode": child.returncode, "process_wall_s": child.wall_s,
             "cpu_s": child.cpu_s, "maxrss_mb": child.maxrss_mb, "timed_out": child.timed_out,
-            "load_average_before": child.load_before, "cpu_steal_percent": child.steal_percent}
+            "load_average_before": child.load_before, "cpu_steal_percent": child.steal_percent,
+            "cpu_pressure_percent": child.pressure_percent}
 
 
 def free_port() -> int:

@@ -47,13 +47,15 @@ each paced message after the warm-up's (the first ``--latency-warmup-s`` x rate)
 p99.9 and max. Every seq
 produced (probes included) must appear in the output, at least once, and under exactly-once
 exactly once; else the run is WRONG. Beside them: the rate the producer achieved and how far
-it fell behind its schedule, the job's CPU and peak RSS, and the load average and CPU steal
-while it ran.
+it fell behind its schedule, the job's CPU and peak RSS, and the load average, CPU steal
+and CPU pressure (the kernel's PSI: time a runnable task waited for a CPU) while it ran.
 
 With ``--keep``, each run's outputs are written to ``<work-dir>/<tag>-samples.csv`` (seq,
 input ``ts_ms``, the output's Kafka timestamp, i.e. when the job produced it, and when the
 reader saw it), and ``MILLPOND_BENCH_JOB_LOG_LEVEL=DEBUG`` makes the job log each commit's
-phase times: where a slow output was held.
+phase times: where a slow output was held. ``MILLPOND_BENCH_JOB_PROPS="k=v;k=v"`` adds
+properties to millpond's job files (an A/B of a setting, e.g.
+``systems.kafka.producer.linger.ms=5``).
 
 A system is a function in SYSTEMS that starts its job and returns a :class:`Job`; a peer
 (Quix Streams, Bytewax, Pathway) is a :class:`PeerJob`, its rows run through the same
@@ -387,6 +389,9 @@ class MillpondJob:
         props.update({"task.commit.ms": row.commit_ms, "bench.output": f"kafka.{output}"})
         if self.APP is None:
             props["task.class"] = "benchmarks.jobs.LatencyCounter"
+        for kv in filter(None, os.environ.get("MILLPOND_BENCH_JOB_PROPS", "").split(";")):
+            k, _, v = kv.partition("=")
+            props[k] = v
         self.config = run_dir / "job.properties"
         self.config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         level = os.environ.get("MILLPOND_BENCH_JOB_LOG_LEVEL", "INFO")  # DEBUG: commit phases
@@ -621,7 +626,8 @@ def _say(row: Row, res: dict[str, Any]) -> None:
         f"{lat['p99_9']:.1f} ms, max {lat['max']:.1f} ms over {lat['n']:,}; achieved "
         f"{res['achieved_rate']:,.0f} msg/s; {res['outputs']:,} outputs of "
         f"{res['produced']:,} produced, {res['missing']} missing, {res['duplicates']} "
-        f"twice; steal {res.get('cpu_steal_percent')}%, load {res.get('load_average_before')}"
+        f"twice; steal {res.get('cpu_steal_percent')}%, CPU pressure "
+        f"{res.get('cpu_pressure_percent')}%, load {res.get('load_average_before')}"
         f" -> {res.get('load_average_after')}"
         f"{'' if res.get('correct') else ' WRONG'}")
 
@@ -653,7 +659,8 @@ def summarize_latency(rs: list[dict[str, Any]]) -> dict[str, Any]:
     for name in ("p50", "p99", "p99_9", "max"):
         out[f"{name}_ms"] = summarize([r["latency_ms"][name] for r in good])
     for field in ("achieved_rate", "outputs", "produced", "missing", "duplicates", "cpu_s",
-                  "maxrss_mb", "cpu_steal_percent", "driver_cpu_s", "startup_s"):
+                  "maxrss_mb", "cpu_steal_percent", "cpu_pressure_percent", "driver_cpu_s",
+                  "startup_s"):
         out[field] = summarize([r[field] for r in good if r.get(field) is not None])
     out["max_behind_ms"] = summarize([r["produce"]["max_behind_ms"] for r in good])
     out["load_average_before"] = [r.get("load_average_before") for r in rs]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import data, report
-from benchmarks.common import start_child
+from benchmarks.common import cpu_pressure, pressure_percent, start_child
 from benchmarks.jobs import latency_app
 from benchmarks.run import parse_args
 from benchmarks.workloads import latency
@@ -67,6 +67,19 @@ def test_input_records_follow_the_page_view_walk_and_carry_seq_and_time() -> Non
         assert key == f"user-{user:06d}".encode() and partition == user % 4
         value = json.loads(f"{head}1700000000123.456}}")
         assert value == {"user_id": key.decode(), "seq": seq, "ts_ms": 1700000000123.456}
+
+
+def test_cpu_pressure_is_the_share_of_wall_time_stalled() -> None:
+    assert pressure_percent((10.0, 1_000_000), (12.0, 1_500_000)) == 25.0  # 0.5 s of 2
+    assert pressure_percent(None, (12.0, 1)) is None
+    assert pressure_percent((12.0, 1), (12.0, 5)) is None  # no time passed
+    now = cpu_pressure()
+    if Path("/proc/pressure/cpu").exists():
+        assert now is not None and now[1] >= 0
+    else:
+        assert now is None
+    assert parse_args(["--only", "latency"]).latency_runs == 3
+    assert parse_args(["--quick", "--only", "latency"]).latency_runs == 1
 
 
 def test_rows_and_their_readers() -> None:
@@ -273,7 +286,7 @@ def test_quick_latency_run_sees_every_input(kafka_bootstrap: str, tmp_path: Path
     results, out = run_bench(kafka_bootstrap, tmp_path, "--only", "latency", "--systems",
                              "millpond", "--latency-rates", "300", "--latency-seconds", "2",
                              "--latency-warmup-s", "1", "--latency-users", "200",
-                             "--latency-rows", "alo,eos-100")
+                             "--latency-rows", "alo,eos-100", "--latency-runs", "1")
     rows = results["latency"]["rows"]
     assert len(rows) == 3  # the bare client loop's floor beside millpond's two rows
     floor = [e for e in rows.values() if e["system"] == latency.FLOOR]
@@ -287,6 +300,8 @@ def test_quick_latency_run_sees_every_input(kafka_bootstrap: str, tmp_path: Path
         assert run["achieved_rate"] == pytest.approx(300, rel=0.1)
         assert run["returncode"] == 0 and len(run["load_average_before"]) == 3
         assert "cpu_steal_percent" in run
+        if Path("/proc/pressure/cpu").exists():  # the kernel's PSI (this machine's has it)
+            assert 0 <= run["cpu_pressure_percent"] <= 100
     eos = next(e for e in rows.values() if e["guarantee"] == "exactly-once")
     assert eos["commit_ms"] == 100 and eos["runs"][0]["duplicates"] == 0
     assert eos["runs"][0]["isolation"] == "read_committed"
