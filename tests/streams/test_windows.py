@@ -233,6 +233,44 @@ def test_a_small_session_heap_closes_the_same_sessions(heap: int, monkeypatch) -
         assert run(cut)[:2] == (want_out, want_late), cut
 
 
+def test_a_pass_that_closes_every_session_holds_a_chunk_of_keys(monkeypatch) -> None:
+    """A record far ahead closes every open session in one pass; the keys it changes are
+    written back every CLOSE_CHUNK keys, not held until the pass ends (they were: ~200 B a
+    key outside the memory plan), and any chunk closes the same sessions with the same
+    results (a key whose records merged into one session included)."""
+    import tracemalloc
+
+    from millpond.streams import window_ops
+    rng = random.Random(5)
+    records = sorted(((f"k{i:05d}", 1, rng.randrange(0, 50)) for i in range(6_000)),
+                     key=lambda r: r[2])
+    records += [("k00002", 1, 49), ("k00002", 1, 49)]
+
+    def run() -> tuple[list, dict, int]:
+        app = App()
+        app.source("v").session_window(100).sum("w").final().to("out")
+        driver = TestDriver(app)
+        driver.pipe_all("v", records)
+        assert driver.read("out") == []
+        tracemalloc.start()
+        driver.pipe_all("v", [("z", 1, 10_000)])  # closes all 6,000
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        with driver.store("w").range("k|", "k}") as it:  # every key's open sessions
+            left = dict(it)
+        return driver.read("out"), left, peak
+
+    monkeypatch.setattr(window_ops, "CLOSE_CHUNK", 10**9)  # the old pass: every key held
+    want, left, held_all = run()
+    assert len(want) == 6_000 and list(left) == ['k|"z"']
+    assert sorted(v["value"] for k, v in want if k == "k00002") == [3]
+    for chunk in (1, 2, 7, 1_024):
+        monkeypatch.setattr(window_ops, "CLOSE_CHUNK", chunk)
+        out, rest, peak = run()
+        assert (out, rest) == (want, left), chunk
+    assert peak < held_all - 500_000, (peak, held_all)  # 6,000 keys held: ~1 MB more
+
+
 def test_a_session_aggregation_must_merge() -> None:
     from millpond.streams import fold
 
