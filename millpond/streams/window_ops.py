@@ -42,8 +42,9 @@ MIN_INDEX = 1_000  # entries an index may always hold (~128 KB), however small t
 INDEX_STEP = 4_096  # entries: the reservation follows an index's size in these steps
 SESSION_ENTRY = 80  # bytes a heap entry costs until one is measured (a ~20-character key)
 # Keys whose sessions a close pass changes, held before they are written back: a pass that
-# closes every open session at once (a record far ahead in time) held them all, ~200 B a key
-# outside the memory plan (100k sessions a task: +21 MiB at job.container.memory.mb=128).
+# closes every open session at once (a record far ahead in time) held them all, ~150 B a key
+# outside the memory plan (tracemalloc; the 1M-user session bench at
+# job.container.memory.mb=128 peaked 156 MiB before, 152 after).
 CLOSE_CHUNK = 1_024
 WINDOW_ENTRY = 128  # bytes an index entry costs: a dict slot and its key (when not cached)
 JOIN_SEQ = "~seq"  # the sequence that tells apart a key's records of one time (joins, sliding)

@@ -235,7 +235,7 @@ def test_a_small_session_heap_closes_the_same_sessions(heap: int, monkeypatch) -
 
 def test_a_pass_that_closes_every_session_holds_a_chunk_of_keys(monkeypatch) -> None:
     """A record far ahead closes every open session in one pass; the keys it changes are
-    written back every CLOSE_CHUNK keys, not held until the pass ends (they were: ~200 B a
+    written back every CLOSE_CHUNK keys, not held until the pass ends (they were: ~150 B a
     key outside the memory plan), and any chunk closes the same sessions with the same
     results (a key whose records merged into one session included)."""
     import tracemalloc
