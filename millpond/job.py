@@ -18,6 +18,7 @@ from millpond.changelog.errors import ChangelogRefusedError
 from millpond.changelog.generations import job_topics, resolve
 from millpond.changelog.guarantees import STATE_ISOLATION, Guarantee
 from millpond.config import Config, StoreConfig
+from millpond.config.memory import FETCH_BYTES_KEY, QUEUED_MESSAGES_KEY
 from millpond.kafka.admin import TopicAdmin
 from millpond.kafka.clients import OFFSET_RESET_SPELLINGS, LibrdkafkaLog
 from millpond.kafka.faults import ClientFaults
@@ -66,6 +67,11 @@ class Job:
         self.memory = memory
         self.consumer_conf.setdefault("queued.max.messages.kbytes",
                                       max(1, memory.input_prefetch // 1024))
+        # The user's systems.kafka.consumer.queued.min.messages wins, for every consumer.
+        self.user_queued_messages = QUEUED_MESSAGES_KEY in self.consumer_conf
+        self.consumer_conf.setdefault(QUEUED_MESSAGES_KEY, memory.input_messages)
+        self.user_fetch_bytes = FETCH_BYTES_KEY in self.consumer_conf
+        self.consumer_conf.setdefault(FETCH_BYTES_KEY, memory.input_fetch_bytes)
         self.producer_conf.setdefault("queue.buffering.max.kbytes",
                                       max(1, memory.producer_buffer // 1024))
         set_batch_bytes(memory.restore_batch)
@@ -99,12 +105,21 @@ class Job:
         the job's prefix, apart from its tasks' ``<group>-partition-N``."""
         return f"{self.group_id}-rescale"
 
-    def consumer(self) -> Consumer:
-        """A new bulk-read consumer (no group joined) that sees committed state only."""
+    def restore_conf(self) -> dict[str, Any]:
+        """The bulk-read consumer's settings: the job's, under its own group id, with the
+        memory plan's restore prefetch (bytes and count) unless the user's keys set them."""
         conf = {**self.consumer_conf, "group.id": self.reader_group_id}
         if not self.memory.user_input_prefetch:  # the restore's own prefetch bound
             conf["queued.max.messages.kbytes"] = max(1, self.memory.restore_prefetch // 1024)
-        return restore_consumer(conf, STATE_ISOLATION)
+        if not self.user_queued_messages:
+            conf[QUEUED_MESSAGES_KEY] = self.memory.restore_messages
+        if not self.user_fetch_bytes:  # the input's bound, not the restore's (reading.py)
+            conf.pop(FETCH_BYTES_KEY, None)
+        return conf
+
+    def consumer(self) -> Consumer:
+        """A new bulk-read consumer (no group joined) that sees committed state only."""
+        return restore_consumer(self.restore_conf(), STATE_ISOLATION)
 
     def store(self, name: str) -> StoreConfig:
         try:

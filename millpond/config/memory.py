@@ -12,6 +12,9 @@ object caches               15% of B, shared: each open store's cache gets an eq
 restore                     up to 16 MiB (4%) each for the restore consumer's prefetch and
                             for one restore batch in Python
 input consumer prefetch     up to 64 MiB (4%): librdkafka's queued.max.messages.kbytes
+                            (payload bytes), queued.min.messages (one message a KiB of
+                            it: each queued message costs ~450 B besides its payload) and
+                            max.partition.fetch.bytes (an eighth of it, at most 1 MiB)
 producer buffers            6% of B: all task producers of the process together; each
                             task producer's queue.buffering.max.kbytes is 1/N of it for a
                             job of N tasks (at least 1 MiB: librdkafka never queues a
@@ -57,6 +60,21 @@ RESTORE_SHARE = 0.04  # each: the restore consumer's prefetch, and one batch
 RESTORE_CAP = 16 * MiB
 INPUT_PREFETCH_SHARE = 0.04
 INPUT_PREFETCH_CAP = 64 * MiB  # librdkafka's default queued.max.messages.kbytes
+# librdkafka counts a prefetched message against queued.max.messages.kbytes by its payload
+# only, and each costs ~450 B more (its op, and its share of the fetch response it keeps
+# alive): 100k queued 103-byte messages took +44 MiB (librdkafka 2.16), and a session job
+# at a 128 MiB budget held ~29 MiB of input prefetch against the plan's 3.4 MiB. So a
+# prefetch share also bounds the count, queued.min.messages (librdkafka's 100,000): one
+# message a KiB of the share, so small messages' overheads stay within about half of it
+# and messages of 1 KiB or more meet the byte bound first.
+QUEUED_MESSAGE_COST = 1024
+MIN_QUEUED_MESSAGES = 1000  # one run-loop batch
+# The count is checked before a fetch, and one partition's response (librdkafka's
+# max.partition.fetch.bytes, 1 MiB) can hold ~75k records of 14 B: the plan bounds it to an
+# eighth of the share (a session job at 128 MiB: 135 -> 116 MiB peak, no slower).
+FETCH_SHARE = 8
+FETCH_DEFAULT = MiB  # librdkafka's max.partition.fetch.bytes
+FETCH_MIN = 64 * 1024
 PRODUCER_SHARE = 0.06
 PRODUCER_MIN = MiB  # a task producer's smallest buffer: librdkafka queues no larger message
 MEMTABLE_CAP = 32 * MiB  # Samza's default memtable size
@@ -67,6 +85,8 @@ STORE_WRITE_BUFFER_KEY = "container.write.buffer.size.bytes"
 STORE_OBJECT_BYTES_KEY = "object.cache.max.bytes"
 _SYS = "systems.kafka."
 INPUT_PREFETCH_KEY = "queued.max.messages.kbytes"
+QUEUED_MESSAGES_KEY = "queued.min.messages"
+FETCH_BYTES_KEY = "max.partition.fetch.bytes"
 PRODUCER_BUFFER_KEY = "queue.buffering.max.kbytes"
 
 
@@ -100,6 +120,21 @@ class MemoryPlan:
     user_producer_buffer: bool = False  # systems.kafka.producer.queue.buffering.max.kbytes set
 
     @property
+    def input_messages(self) -> int:
+        """The input consumer's queued.min.messages: its prefetch share's message count."""
+        return queued_messages(self.input_prefetch)
+
+    @property
+    def input_fetch_bytes(self) -> int:
+        """The input consumer's max.partition.fetch.bytes: one partition's fetch response."""
+        return max(FETCH_MIN, min(FETCH_DEFAULT, self.input_prefetch // FETCH_SHARE))
+
+    @property
+    def restore_messages(self) -> int:
+        """The restore consumer's queued.min.messages."""
+        return queued_messages(self.restore_prefetch)
+
+    @property
     def headroom(self) -> int:
         """What is left for Python, libraries and what the plan does not bound."""
         return self.budget - self.block_cache - self.object_caches - self.restore_prefetch \
@@ -115,12 +150,14 @@ class MemoryPlan:
             MemoryPart("object caches", self.object_caches,
                        "shared: each open store's cache gets an equal share"),
             MemoryPart("restore prefetch", self.restore_prefetch,
-                       "restore consumer's queued.max.messages.kbytes"),
+                       "restore consumer's queued.max.messages.kbytes, "
+                       f"{self.restore_messages:,} messages"),
             MemoryPart("restore batch", self.restore_batch, "records in one restore batch"),
             MemoryPart("input prefetch", self.input_prefetch,
                        "input consumer's queued.max.messages.kbytes"
                        + (" (your systems.kafka.consumer. key)" if self.user_input_prefetch
-                          else "")),
+                          else "") + f", {self.input_messages:,} messages, "
+                       f"{self.input_fetch_bytes // 1024:,} KiB a partition's fetch"),
             MemoryPart("producer buffers", self.producer_buffer,
                        ("each task producer's queue.buffering.max.kbytes (your "
                         "systems.kafka.producer. key)" if self.user_producer_buffer else
@@ -208,6 +245,11 @@ def plan_memory(props: Properties, stores: Mapping[str, Mapping[str, str]] | Non
         user_input_prefetch=user_input,
         user_producer_buffer=user_producer,
     )
+
+
+def queued_messages(prefetch_bytes: int) -> int:
+    """queued.min.messages for a consumer whose prefetch may take ``prefetch_bytes``."""
+    return max(MIN_QUEUED_MESSAGES, prefetch_bytes // QUEUED_MESSAGE_COST)
 
 
 def _kbytes(props: Properties, key: str) -> int:

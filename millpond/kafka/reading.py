@@ -59,6 +59,9 @@ def restore_consumer(base: Mapping[str, Any], isolation: str) -> Consumer:
         "fetch.max.bytes": 16 * 1024 * 1024,
         "max.partition.fetch.bytes": 8 * 1024 * 1024,
         "queued.max.messages.kbytes": 16 * 1024,
+        # ... and in count: librdkafka's 100,000 small records cost ~45 MiB more than their
+        # payload (one a KiB, the memory plan's rule: millpond.config.memory).
+        "queued.min.messages": 16 * 1024,
         # At a partition's end the broker holds a fetch this long; a read of the next
         # partition (the next task's restore, checkpoint partition) waits behind it on the
         # same connection: 50 ms cost each ~30-40 ms (restore speed the same at 10).

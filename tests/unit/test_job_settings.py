@@ -17,7 +17,8 @@ systems.kafka.bootstrap.servers=127.0.0.1:1
 """
 
 
-MEMORY_PLAN_KEYS = ("queued.max.messages.kbytes", "queue.buffering.max.kbytes")
+MEMORY_PLAN_KEYS = ("queued.max.messages.kbytes", "queued.min.messages",
+                    "max.partition.fetch.bytes", "queue.buffering.max.kbytes")
 
 
 def job(extra: str) -> Job:
@@ -58,12 +59,31 @@ def test_keys_that_are_no_librdkafka_setting_stay_out_of_the_clients() -> None:
 def test_the_memory_plan_bounds_the_client_buffers_unless_a_key_does() -> None:
     j = job("job.container.memory.mb=384\n")
     assert j.consumer_conf["queued.max.messages.kbytes"] == j.memory.input_prefetch // 1024
+    # ... and their count: one a KiB of the share (librdkafka's 100,000 small messages
+    # cost ~45 MiB more than their payload); the restore consumer's from its own share
+    assert j.consumer_conf["queued.min.messages"] == j.memory.input_prefetch // 1024 == 12_233
+    restore = j.restore_conf()
+    assert restore["queued.min.messages"] == j.memory.restore_prefetch // 1024 == 12_233
+    assert restore["queued.max.messages.kbytes"] == j.memory.restore_prefetch // 1024
+    # one partition's fetch response: an eighth of the share (tiny records cost ~450 B
+    # each), at most librdkafka's 1 MiB
+    assert j.consumer_conf["max.partition.fetch.bytes"] == 1_048_576
+    small = job("job.container.memory.mb=128\n")
+    assert small.consumer_conf["max.partition.fetch.bytes"] == small.memory.input_prefetch // 8
+    assert "max.partition.fetch.bytes" not in restore  # the restore consumer's own (8 MiB)
     # the whole producer share; each task producer gets 1/N of it (task_producer_conf)
     assert j.producer_conf["queue.buffering.max.kbytes"] == j.memory.producer_buffer // 1024
     mine = job("job.container.memory.mb=384\n"
                "systems.kafka.consumer.queued.max.messages.kbytes=2048\n"
                "systems.kafka.producer.queue.buffering.max.kbytes=4096\n")
     assert mine.consumer_conf["queued.max.messages.kbytes"] == "2048"
+    assert mine.consumer_conf["queued.min.messages"] == 2048  # one a KiB of the user's
+    count = job("systems.kafka.consumer.queued.min.messages=5000\n"
+                "systems.kafka.consumer.max.partition.fetch.bytes=65536\n")
+    assert count.consumer_conf["max.partition.fetch.bytes"] == "65536"
+    assert count.restore_conf()["max.partition.fetch.bytes"] == "65536"
+    assert count.consumer_conf["queued.min.messages"] == "5000"
+    assert count.restore_conf()["queued.min.messages"] == "5000"
     assert mine.producer_conf["queue.buffering.max.kbytes"] == "4096"
     assert "your systems.kafka.producer. key" in mine.memory.render()
 

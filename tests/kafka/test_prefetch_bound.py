@@ -1,0 +1,101 @@
+"""The memory plan bounds the input prefetch by count as well as by bytes.
+
+librdkafka counts a queued message against ``queued.max.messages.kbytes`` by its payload
+only, and each costs ~450 B more; with librdkafka's ``queued.min.messages`` of 100,000 a
+session job at a 128 MiB budget held ~29 MiB of prefetched small messages against the
+plan's 3.4 MiB. The plan now sets ``queued.min.messages`` (one message a KiB of the share)
+and ``max.partition.fetch.bytes`` (an eighth of it): measured here on the real broker from
+librdkafka's own statistics of its fetch queue, with and without those settings."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from millpond.config import Config
+from millpond.config.properties import parse_properties
+from millpond.job import Job
+from tests.kafka_util import create_topic
+
+pytestmark = pytest.mark.kafka
+
+PARTITIONS = 2
+PER_PARTITION = 60_000
+PLAN_KEYS = ("queued.min.messages", "max.partition.fetch.bytes")
+
+
+def _job(bootstrap: str, topic: str) -> Job:
+    text = (f"job.name=prefetch-{uuid.uuid4().hex[:8]}\n"
+            "task.class=tests.jobs.counting.Counter\n"
+            f"task.inputs=kafka.{topic}\n"
+            f"systems.kafka.bootstrap.servers={bootstrap}\n"
+            "job.container.memory.mb=96\n")
+    return Job(Config.from_properties(parse_properties(text, "job.properties")))
+
+
+def _largest_queue(conf: dict[str, Any], topic: str) -> int:
+    """The most messages librdkafka held in one partition's fetch queue while nothing was
+    consumed, once the queues stopped growing (librdkafka's statistics every 100 ms)."""
+    seen: list[int] = []
+
+    def stats(text: str) -> None:
+        parts = [p for t in json.loads(text)["topics"].values()
+                 for p in t["partitions"].values() if p["partition"] >= 0]
+        if parts:
+            seen.append(max(p["fetchq_cnt"] for p in parts))
+
+    consumer = Consumer({**conf, "group.id": f"prefetch-{uuid.uuid4().hex[:8]}",
+                         "statistics.interval.ms": 100, "stats_cb": stats,
+                         "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+        deadline = time.monotonic() + 30
+        # Every partition's fetch_cnt reads the consumer's one queue (its partitions' are
+        # forwarded to it). Statistics come with a poll, and a poll returns at once with a message when one
+        # is queued: poll at the statistics' pace (each takes one message of thousands)
+        # until a queue stopped growing for 0.4 s (each poll
+        # takes one message: a full queue shrinks by one a poll).
+        while time.monotonic() < deadline:
+            consumer.poll(0.1)
+            if len(seen) >= 10 and 0 < seen[-1] <= seen[-5]:
+                break
+            time.sleep(0.1)
+        assert seen and seen[-1] > 0, f"no fetch queue statistics in 30 s: {seen[-5:]}"
+        return max(seen)
+    finally:
+        consumer.close()
+
+
+def test_the_input_prefetch_is_bounded_by_count_as_well_as_bytes(
+        kafka_bootstrap: str, topic_name: Any) -> None:
+    topic = topic_name("prefetch")
+    create_topic(kafka_bootstrap, topic, PARTITIONS)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap, "linger.ms": 20,
+                         "queue.buffering.max.messages": PARTITIONS * PER_PARTITION})
+    value = b'{"u":1}'
+    for i in range(PARTITIONS * PER_PARTITION):
+        producer.produce(topic, key=b"k%06d" % i, value=value, partition=i % PARTITIONS)
+        if i % 10_000 == 0:
+            producer.poll(0)
+    assert producer.flush(30) == 0
+    record = len(b"k000000") + len(value)
+
+    job = _job(kafka_bootstrap, topic)
+    conf = {k: v for k, v in job.consumer_conf.items() if k not in ("error_cb", "logger")}
+    count, fetch = job.memory.input_messages, job.memory.input_fetch_bytes
+    # 96 MiB, the plan's smallest: 1,747 messages, one partition's response 218 KiB
+    assert (conf["queued.min.messages"], conf["max.partition.fetch.bytes"]) == (count, fetch)
+    assert (count, fetch) == (1_747, 223_696)
+    # At most the count, overshot by the responses that crossed it (one a partition).
+    bound = count + PARTITIONS * fetch // record
+    planned = _largest_queue(conf, topic)
+    # With librdkafka's count and response size (100,000; 1 MiB) only the byte bound holds,
+    # and it counts payload only.
+    unbounded = _largest_queue({k: v for k, v in conf.items() if k not in PLAN_KEYS}, topic)
+    assert planned <= bound, (planned, bound)
+    assert unbounded > 2 * bound, (unbounded, bound)  # what the plan's keys prevent
