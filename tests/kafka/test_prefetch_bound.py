@@ -39,8 +39,9 @@ def _job(bootstrap: str, topic: str) -> Job:
 
 
 def _largest_queue(conf: dict[str, Any], topic: str) -> int:
-    """The most messages librdkafka held in one partition's fetch queue while nothing was
-    consumed, once the queues stopped growing (librdkafka's statistics every 100 ms)."""
+    """The most messages librdkafka held queued while nothing was consumed, once the queue
+    stopped growing (librdkafka's statistics every 100 ms; each partition's ``fetchq_cnt``
+    reads the consumer's one queue, which its partitions' queues are forwarded to)."""
     seen: list[int] = []
 
     def stats(text: str) -> None:
@@ -55,11 +56,9 @@ def _largest_queue(conf: dict[str, Any], topic: str) -> int:
     try:
         consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
         deadline = time.monotonic() + 30
-        # Every partition's fetch_cnt reads the consumer's one queue (its partitions' are
-        # forwarded to it). Statistics come with a poll, and a poll returns at once with a message when one
-        # is queued: poll at the statistics' pace (each takes one message of thousands)
-        # until a queue stopped growing for 0.4 s (each poll
-        # takes one message: a full queue shrinks by one a poll).
+        # Statistics come with a poll, and a poll returns at once with a message when one is
+        # queued: poll at the statistics' pace until the queue stopped growing for 0.4 s
+        # (each poll takes one message of thousands: a full queue shrinks by one a poll).
         while time.monotonic() < deadline:
             consumer.poll(0.1)
             if len(seen) >= 10 and 0 < seen[-1] <= seen[-5]:
