@@ -253,11 +253,17 @@ class TaskManager:
         """Close a task without committing: its open transaction (empty right after a
         commit) is aborted (``abort``; else left to the next owner's ``init_transactions``),
         its stores are closed as they are (the next open recovers them from the last
-        commit)."""
+        commit). While Kafka is away there is no abort: it would wait out its timeout (5 s a
+        task, inside a rebalance callback, holding up the group's rebalance once Kafka is
+        back), and the next owner's ``init_transactions`` aborts the transaction anyway."""
         failure = self._finish(partition)  # a pipelined commit ends first (it may commit)
         if failure is not None:
             log.warning("task %s: its commit failed as it closed (%s)", failure.task.name,
                         failure.error)
+            if unreachable(failure.error):
+                abort = False
+        if self.opener.outage.since is not None:
+            abort = False
         instance = self.tasks.pop(partition, None)
         if instance is None:
             return
