@@ -18,7 +18,7 @@ from millpond.changelog.errors import ChangelogRefusedError
 from millpond.changelog.generations import job_topics, resolve
 from millpond.changelog.guarantees import STATE_ISOLATION, Guarantee
 from millpond.config import Config, StoreConfig
-from millpond.config.memory import FETCH_BYTES_KEY, QUEUED_MESSAGES_KEY
+from millpond.config.memory import FETCH_BYTES_KEY, FETCH_MAX_KEY, QUEUED_MESSAGES_KEY
 from millpond.kafka.admin import TopicAdmin
 from millpond.kafka.clients import OFFSET_RESET_SPELLINGS, LibrdkafkaLog
 from millpond.kafka.faults import ClientFaults
@@ -107,14 +107,21 @@ class Job:
 
     def restore_conf(self) -> dict[str, Any]:
         """The bulk-read consumer's settings: the job's, under its own group id, with the
-        memory plan's restore prefetch (bytes and count) unless the user's keys set them."""
+        memory plan's restore prefetch (bytes and count) and fetch sizes unless the user's
+        keys set them."""
         conf = {**self.consumer_conf, "group.id": self.reader_group_id}
         if not self.memory.user_input_prefetch:  # the restore's own prefetch bound
             conf["queued.max.messages.kbytes"] = max(1, self.memory.restore_prefetch // 1024)
         if not self.user_queued_messages:
             conf[QUEUED_MESSAGES_KEY] = self.memory.restore_messages
-        if not self.user_fetch_bytes:  # the input's bound, not the restore's (reading.py)
-            conf.pop(FETCH_BYTES_KEY, None)
+        if not self.user_fetch_bytes:  # the restore's own, not the input's
+            conf[FETCH_BYTES_KEY] = self.memory.restore_partition_fetch_bytes
+        if FETCH_MAX_KEY not in self.consumer_conf:
+            fetch = self.memory.restore_fetch_bytes
+            if "receive.message.max.bytes" in conf:  # librdkafka: it must exceed a fetch
+                fetch = min(fetch, int(conf["receive.message.max.bytes"]) - 512)
+            # ... and a fetch must hold one message
+            conf[FETCH_MAX_KEY] = max(fetch, int(conf.get("message.max.bytes", 1_000_000)))
         return conf
 
     def consumer(self) -> Consumer:

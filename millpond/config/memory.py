@@ -10,7 +10,9 @@ RocksDB block cache         40% of B, ONE cache shared by every store of the pro
                             (a third of it), so blocks and memtables together stay in 40%
 object caches               15% of B, shared: each open store's cache gets an equal share
 restore                     up to 16 MiB (4%) each for the restore consumer's prefetch and
-                            for one restore batch in Python
+                            for one restore batch in Python; its fetch responses are at
+                            most a quarter of the prefetch (fetch.max.bytes, 1-4 MiB) and
+                            half that a partition (max.partition.fetch.bytes)
 input consumer prefetch     up to 64 MiB (4%): librdkafka's queued.max.messages.kbytes
                             (payload bytes), queued.min.messages (one message a KiB of
                             it: each queued message costs ~450 B besides its payload) and
@@ -75,6 +77,13 @@ MIN_QUEUED_MESSAGES = 1000  # one run-loop batch
 FETCH_SHARE = 8
 FETCH_DEFAULT = MiB  # librdkafka's max.partition.fetch.bytes
 FETCH_MIN = 64 * 1024
+# The restore consumer's fetch responses: 16 MiB (8 MiB a partition) took a 3M-record
+# restore to 207 MiB peak at a 128 MiB budget and 238-251 MiB at 1 GB; a quarter of the
+# restore prefetch share (1 MiB and 4 MiB there), half that a partition: 100 and 139-159 MiB
+# at the same speed at 1 GB. librdkafka wants fetch.max.bytes >= message.max.bytes (1 MB).
+RESTORE_FETCH_SHARE = 4
+RESTORE_FETCH_MIN = MiB
+RESTORE_FETCH_MAX = 4 * MiB
 PRODUCER_SHARE = 0.06
 PRODUCER_MIN = MiB  # a task producer's smallest buffer: librdkafka queues no larger message
 MEMTABLE_CAP = 32 * MiB  # Samza's default memtable size
@@ -87,6 +96,7 @@ _SYS = "systems.kafka."
 INPUT_PREFETCH_KEY = "queued.max.messages.kbytes"
 QUEUED_MESSAGES_KEY = "queued.min.messages"
 FETCH_BYTES_KEY = "max.partition.fetch.bytes"
+FETCH_MAX_KEY = "fetch.max.bytes"
 PRODUCER_BUFFER_KEY = "queue.buffering.max.kbytes"
 
 
@@ -135,6 +145,17 @@ class MemoryPlan:
         return queued_messages(self.restore_prefetch)
 
     @property
+    def restore_fetch_bytes(self) -> int:
+        """The restore consumer's fetch.max.bytes: one fetch response, all partitions."""
+        return max(RESTORE_FETCH_MIN,
+                   min(RESTORE_FETCH_MAX, self.restore_prefetch // RESTORE_FETCH_SHARE))
+
+    @property
+    def restore_partition_fetch_bytes(self) -> int:
+        """The restore consumer's max.partition.fetch.bytes."""
+        return self.restore_fetch_bytes // 2
+
+    @property
     def headroom(self) -> int:
         """What is left for Python, libraries and what the plan does not bound."""
         return self.budget - self.block_cache - self.object_caches - self.restore_prefetch \
@@ -151,7 +172,8 @@ class MemoryPlan:
                        "shared: each open store's cache gets an equal share"),
             MemoryPart("restore prefetch", self.restore_prefetch,
                        "restore consumer's queued.max.messages.kbytes, "
-                       f"{self.restore_messages:,} messages"),
+                       f"{self.restore_messages:,} messages, "
+                       f"{self.restore_fetch_bytes // 1024:,} KiB a fetch"),
             MemoryPart("restore batch", self.restore_batch, "records in one restore batch"),
             MemoryPart("input prefetch", self.input_prefetch,
                        "input consumer's queued.max.messages.kbytes"

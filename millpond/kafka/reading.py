@@ -55,9 +55,11 @@ def restore_consumer(base: Mapping[str, Any], isolation: str) -> Consumer:
         "group.id": "millpond-restore",
         "enable.auto.commit": False,
         "enable.partition.eof": True,
-        # Bounded prefetch: memory must not grow with the changelog's size.
-        "fetch.max.bytes": 16 * 1024 * 1024,
-        "max.partition.fetch.bytes": 8 * 1024 * 1024,
+        # Bounded prefetch: memory must not grow with the changelog's size. A job's memory
+        # plan sets these from its budget (millpond.config.memory); these are its values
+        # at the default budget (16 MiB / 8 MiB responses cost ~100 MiB more RSS).
+        "fetch.max.bytes": 4 * 1024 * 1024,
+        "max.partition.fetch.bytes": 2 * 1024 * 1024,
         "queued.max.messages.kbytes": 16 * 1024,
         # ... and in count: librdkafka's 100,000 small records cost ~45 MiB more than their
         # payload (one a KiB, the memory plan's rule: millpond.config.memory).

@@ -70,7 +70,15 @@ def test_the_memory_plan_bounds_the_client_buffers_unless_a_key_does() -> None:
     assert j.consumer_conf["max.partition.fetch.bytes"] == 1_048_576
     small = job("job.container.memory.mb=128\n")
     assert small.consumer_conf["max.partition.fetch.bytes"] == small.memory.input_prefetch // 8
-    assert "max.partition.fetch.bytes" not in restore  # the restore consumer's own (8 MiB)
+    # the restore consumer's own responses: a quarter of its prefetch share (1-4 MiB), half
+    # that a partition (librdkafka makes each record of a response a ~450 B op)
+    assert (restore["fetch.max.bytes"], restore["max.partition.fetch.bytes"]) == (
+        j.memory.restore_fetch_bytes, j.memory.restore_partition_fetch_bytes)
+    assert small.restore_conf()["fetch.max.bytes"] == 1_048_576  # never under one message
+    big = job("systems.kafka.consumer.message.max.bytes=8388608\n")
+    assert big.restore_conf()["fetch.max.bytes"] == 8_388_608
+    assert job("systems.kafka.consumer.fetch.max.bytes=2000000\n").restore_conf()[
+        "fetch.max.bytes"] == "2000000"
     # the whole producer share; each task producer gets 1/N of it (task_producer_conf)
     assert j.producer_conf["queue.buffering.max.kbytes"] == j.memory.producer_buffer // 1024
     mine = job("job.container.memory.mb=384\n"

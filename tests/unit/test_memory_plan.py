@@ -142,3 +142,15 @@ def test_small_budgets_keep_160_mib_for_what_no_share_bounds() -> None:
     assert 64 * MiB <= small.headroom < 70 * MiB  # the 64 MiB floor as before
     big = plan("job.container.memory.mb=1024\n")  # from 640 MB on, 25% is more: unchanged
     assert big.block_cache == int(0.40 * big.budget) and big.headroom >= 0.25 * big.budget
+
+
+def test_the_restore_consumers_fetch_responses_are_a_quarter_of_its_prefetch() -> None:
+    """librdkafka makes every record of a fetch response a ~450 B op, whatever its count
+    bound: a 16 MiB response of small records took a restore ~100 MiB over its budget."""
+    sizes = {mb: (p.restore_prefetch, p.restore_fetch_bytes, p.restore_partition_fetch_bytes)
+             for mb in (96, 128, 256, 1024, 8192)
+             for p in [plan(f"job.container.memory.mb={mb}\n")]}
+    assert sizes[1024] == sizes[8192] == (16 * MiB, 4 * MiB, 2 * MiB)  # the cap
+    assert sizes[256][1] == sizes[256][0] // 4 and sizes[256][2] == sizes[256][1] // 2
+    assert sizes[128][1:] == sizes[96][1:] == (MiB, MiB // 2)  # at least one 1 MB message
+    assert "4,096 KiB a fetch" in plan().render()
