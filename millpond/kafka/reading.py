@@ -42,6 +42,11 @@ FETCH_QUEUE_BACKOFF_MS = 20
 READ_WAIT_S = 0.01
 
 
+def batch_bytes() -> int:
+    """This process's bound on one batch's keys and values (:func:`set_batch_bytes`)."""
+    return _batch_bytes
+
+
 def set_batch_bytes(max_bytes: int) -> None:
     """Bound every later read_range batch of this process to about ``max_bytes`` (the
     memory plan's restore batch, set once by a job's process or command)."""
