@@ -18,7 +18,12 @@ from millpond.changelog.errors import ChangelogRefusedError
 from millpond.changelog.generations import job_topics, resolve
 from millpond.changelog.guarantees import STATE_ISOLATION, Guarantee
 from millpond.config import Config, StoreConfig
-from millpond.config.memory import FETCH_BYTES_KEY, FETCH_MAX_KEY, QUEUED_MESSAGES_KEY
+from millpond.config.memory import (
+    FETCH_BYTES_KEY,
+    FETCH_MAX_KEY,
+    QUEUED_MESSAGES_KEY,
+    fetch_max_bytes,
+)
 from millpond.kafka.admin import TopicAdmin
 from millpond.kafka.clients import OFFSET_RESET_SPELLINGS, LibrdkafkaLog
 from millpond.kafka.faults import ClientFaults
@@ -72,6 +77,10 @@ class Job:
         self.consumer_conf.setdefault(QUEUED_MESSAGES_KEY, memory.input_messages)
         self.user_fetch_bytes = FETCH_BYTES_KEY in self.consumer_conf
         self.consumer_conf.setdefault(FETCH_BYTES_KEY, memory.input_fetch_bytes)
+        self.user_fetch_max = FETCH_MAX_KEY in self.consumer_conf
+        if not self.user_fetch_max:  # one response across all partitions
+            self.consumer_conf[FETCH_MAX_KEY] = fetch_max_bytes(memory.input_fetch_max_bytes,
+                                                                self.consumer_conf)
         self.producer_conf.setdefault("queue.buffering.max.kbytes",
                                       max(1, memory.producer_buffer // 1024))
         set_batch_bytes(memory.restore_batch)
@@ -116,12 +125,8 @@ class Job:
             conf[QUEUED_MESSAGES_KEY] = self.memory.restore_messages
         if not self.user_fetch_bytes:  # the restore's own, not the input's
             conf[FETCH_BYTES_KEY] = self.memory.restore_partition_fetch_bytes
-        if FETCH_MAX_KEY not in self.consumer_conf:
-            fetch = self.memory.restore_fetch_bytes
-            if "receive.message.max.bytes" in conf:  # librdkafka: it must exceed a fetch
-                fetch = min(fetch, int(conf["receive.message.max.bytes"]) - 512)
-            # ... and a fetch must hold one message
-            conf[FETCH_MAX_KEY] = max(fetch, int(conf.get("message.max.bytes", 1_000_000)))
+        if not self.user_fetch_max:
+            conf[FETCH_MAX_KEY] = fetch_max_bytes(self.memory.restore_fetch_bytes, conf)
         return conf
 
     def consumer(self) -> Consumer:

@@ -26,19 +26,19 @@ pytestmark = pytest.mark.kafka
 
 PARTITIONS = 2
 PER_PARTITION = 60_000
-PLAN_KEYS = ("queued.min.messages", "max.partition.fetch.bytes")
+PLAN_KEYS = ("queued.min.messages", "max.partition.fetch.bytes", "fetch.max.bytes")
 
 
-def _job(bootstrap: str, topic: str) -> Job:
+def _job(bootstrap: str, topic: str, budget_mb: int = 96) -> Job:
     text = (f"job.name=prefetch-{uuid.uuid4().hex[:8]}\n"
             "task.class=tests.jobs.counting.Counter\n"
             f"task.inputs=kafka.{topic}\n"
             f"systems.kafka.bootstrap.servers={bootstrap}\n"
-            "job.container.memory.mb=96\n")
+            f"job.container.memory.mb={budget_mb}\n")
     return Job(Config.from_properties(parse_properties(text, "job.properties")))
 
 
-def _largest_queue(conf: dict[str, Any], topic: str) -> int:
+def _largest_queue(conf: dict[str, Any], topic: str, partitions: int = PARTITIONS) -> int:
     """The most messages librdkafka held queued while nothing was consumed, once the queue
     stopped growing (librdkafka's statistics every 100 ms; each partition's ``fetchq_cnt``
     reads the consumer's one queue, which its partitions' queues are forwarded to)."""
@@ -54,7 +54,7 @@ def _largest_queue(conf: dict[str, Any], topic: str) -> int:
                          "statistics.interval.ms": 100, "stats_cb": stats,
                          "enable.auto.commit": False})
     try:
-        consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         deadline = time.monotonic() + 30
         # Statistics come with a poll, and a poll returns at once with a message when one is
         # queued: poll at the statistics' pace until the queue stopped growing for 0.4 s
@@ -98,3 +98,37 @@ def test_the_input_prefetch_is_bounded_by_count_as_well_as_bytes(
     unbounded = _largest_queue({k: v for k, v in conf.items() if k not in PLAN_KEYS}, topic)
     assert planned <= bound, (planned, bound)
     assert unbounded > 2 * bound, (unbounded, bound)  # what the plan's keys prevent
+
+
+MANY = 16
+MANY_PER_PARTITION = 40_000
+
+
+def test_one_fetch_response_across_many_partitions_is_bounded(
+        kafka_bootstrap: str, topic_name: Any) -> None:
+    """librdkafka checks its count bound before a fetch, and a fetch asks every partition at
+    once; each record of the response becomes a ~450 B op. With its fetch.max.bytes (which
+    follows queued.max.messages.kbytes: 41 MiB at the 1 GB budget) 32 partitions of tiny
+    records queued +463 MiB against that 41 MiB share. The plan's fetch.max.bytes keeps one
+    response to one partition's size (1 MiB)."""
+    topic = topic_name("many")
+    create_topic(kafka_bootstrap, topic, MANY)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap, "linger.ms": 20,
+                         "queue.buffering.max.messages": MANY * MANY_PER_PARTITION})
+    value = b'{"u":1}'
+    for i in range(MANY * MANY_PER_PARTITION):
+        producer.produce(topic, key=b"k%06d" % i, value=value, partition=i % MANY)
+        if i % 10_000 == 0:
+            producer.poll(0)
+    assert producer.flush(30) == 0
+    record = len(b"k000000") + len(value)
+
+    job = _job(kafka_bootstrap, topic, budget_mb=1024)  # the default budget
+    conf = {k: v for k, v in job.consumer_conf.items() if k not in ("error_cb", "logger")}
+    assert conf["fetch.max.bytes"] == job.memory.input_fetch_max_bytes == 1_048_576
+    bound = job.memory.input_messages + conf["fetch.max.bytes"] // record
+    planned = _largest_queue(conf, topic, MANY)
+    unbounded = _largest_queue({k: v for k, v in conf.items() if k != "fetch.max.bytes"},
+                               topic, MANY)
+    assert planned <= bound, (planned, bound)
+    assert unbounded > 2 * bound, (unbounded, bound)  # what fetch.max.bytes prevents
