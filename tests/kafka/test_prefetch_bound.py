@@ -70,19 +70,24 @@ def _largest_queue(conf: dict[str, Any], topic: str, partitions: int = PARTITION
         consumer.close()
 
 
-def test_the_input_prefetch_is_bounded_by_count_as_well_as_bytes(
-        kafka_bootstrap: str, topic_name: Any) -> None:
-    topic = topic_name("prefetch")
-    create_topic(kafka_bootstrap, topic, PARTITIONS)
-    producer = Producer({"bootstrap.servers": kafka_bootstrap, "linger.ms": 20,
-                         "queue.buffering.max.messages": PARTITIONS * PER_PARTITION})
+def _fill(bootstrap: str, topic: str, partitions: int, per_partition: int) -> int:
+    """A new topic of tiny records (7-byte keys, 7-byte values); one record's bytes."""
+    create_topic(bootstrap, topic, partitions)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
+                         "queue.buffering.max.messages": partitions * per_partition})
     value = b'{"u":1}'
-    for i in range(PARTITIONS * PER_PARTITION):
-        producer.produce(topic, key=b"k%06d" % i, value=value, partition=i % PARTITIONS)
+    for i in range(partitions * per_partition):
+        producer.produce(topic, key=b"k%06d" % i, value=value, partition=i % partitions)
         if i % 10_000 == 0:
             producer.poll(0)
     assert producer.flush(30) == 0
-    record = len(b"k000000") + len(value)
+    return len(b"k000000") + len(value)
+
+
+def test_the_input_prefetch_is_bounded_by_count_as_well_as_bytes(
+        kafka_bootstrap: str, topic_name: Any) -> None:
+    topic = topic_name("prefetch")
+    record = _fill(kafka_bootstrap, topic, PARTITIONS, PER_PARTITION)
 
     job = _job(kafka_bootstrap, topic)
     conf = {k: v for k, v in job.consumer_conf.items() if k not in ("error_cb", "logger")}
@@ -112,16 +117,7 @@ def test_one_fetch_response_across_many_partitions_is_bounded(
     records queued +463 MiB against that 41 MiB share. The plan's fetch.max.bytes keeps one
     response to one partition's size (1 MiB)."""
     topic = topic_name("many")
-    create_topic(kafka_bootstrap, topic, MANY)
-    producer = Producer({"bootstrap.servers": kafka_bootstrap, "linger.ms": 20,
-                         "queue.buffering.max.messages": MANY * MANY_PER_PARTITION})
-    value = b'{"u":1}'
-    for i in range(MANY * MANY_PER_PARTITION):
-        producer.produce(topic, key=b"k%06d" % i, value=value, partition=i % MANY)
-        if i % 10_000 == 0:
-            producer.poll(0)
-    assert producer.flush(30) == 0
-    record = len(b"k000000") + len(value)
+    record = _fill(kafka_bootstrap, topic, MANY, MANY_PER_PARTITION)
 
     job = _job(kafka_bootstrap, topic, budget_mb=1024)  # the default budget
     conf = {k: v for k, v in job.consumer_conf.items() if k not in ("error_cb", "logger")}
