@@ -20,7 +20,8 @@ input consumer prefetch     up to 64 MiB (4%): librdkafka's queued.max.messages.
 producer buffers            6% of B: all task producers of the process together; each
                             task producer's queue.buffering.max.kbytes is 1/N of it for a
                             job of N tasks (at least 1 MiB: librdkafka never queues a
-                            message larger than its buffer)
+                            message larger than its buffer), and its
+                            queue.buffering.max.messages one message a KiB of that
 Python and headroom         the rest: at least 25%, and at least 160 MiB or half the budget
                             (at least 64 MiB), so under 640 MB every share above shrinks in
                             proportion: the interpreter, libraries, the task's own objects,
@@ -103,6 +104,7 @@ QUEUED_MESSAGES_KEY = "queued.min.messages"
 FETCH_BYTES_KEY = "max.partition.fetch.bytes"
 FETCH_MAX_KEY = "fetch.max.bytes"
 PRODUCER_BUFFER_KEY = "queue.buffering.max.kbytes"
+PRODUCER_MESSAGES_KEY = "queue.buffering.max.messages"
 
 
 @dataclass(frozen=True)

@@ -238,8 +238,8 @@ class TrackedProducer:
                 else:
                     produce(topic, value, key, part)
                 break
-            except BufferError:
-                self._poll(0.05)
+            except BufferError:  # full (bytes or count): deliveries free it within ms
+                self._poll(0.005)
             except (KafkaException, SystemError) as exc:
                 raise self._refused_record(exc, topic, part, key, value) from exc
             except:  # noqa: E722 - see as_exception (not through _client: the hot path)

@@ -32,7 +32,7 @@ from confluent_kafka import Consumer
 from millpond.changelog.generations import current_topics
 from millpond.changelog.restore import RestoreListener
 from millpond.config import Config
-from millpond.config.memory import MemoryPlan
+from millpond.config.memory import PRODUCER_MESSAGES_KEY, MemoryPlan, queued_messages
 from millpond.job import Job
 from millpond.kafka import clients
 from millpond.kafka.admin import OutputTopics, check_job_topics
@@ -369,12 +369,18 @@ def run_job(config: Config, **kwargs: Any) -> Container:
 
 def task_producer_conf(conf: dict[str, Any], plan: MemoryPlan, tasks: int) -> dict[str, Any]:
     """``conf`` with each task producer's queue.buffering.max.kbytes for a job of ``tasks``
-    tasks (:meth:`MemoryPlan.task_producer_buffer`); the user's own key is kept."""
-    if plan.user_producer_buffer:
-        return conf
-    try:
-        largest = int(conf.get("message.max.bytes", 0))
-    except (TypeError, ValueError):
-        largest = 0
-    return {**conf, "queue.buffering.max.kbytes":
-            max(1, plan.task_producer_buffer(tasks, largest) // 1024)}
+    tasks (:meth:`MemoryPlan.task_producer_buffer`), and its message count one a KiB of it
+    (queue.buffering.max.messages: librdkafka's 100,000 tiny records took +23 MiB a
+    producer, its byte bound counting their payload only); the user's own keys are kept."""
+    out = dict(conf)
+    if not plan.user_producer_buffer:
+        try:
+            largest = int(conf.get("message.max.bytes", 0))
+        except (TypeError, ValueError):
+            largest = 0
+        out["queue.buffering.max.kbytes"] = max(1, plan.task_producer_buffer(tasks, largest)
+                                                // 1024)
+    if PRODUCER_MESSAGES_KEY not in conf:
+        out[PRODUCER_MESSAGES_KEY] = queued_messages(
+            int(str(out.get("queue.buffering.max.kbytes", 1024 * 1024))) * 1024)
+    return out

@@ -116,6 +116,8 @@ def test_the_producer_share_is_for_all_task_producers_of_the_process() -> None:
         assert each == p.producer_buffer // tasks and tasks * each <= p.producer_buffer
         conf = task_producer_conf({"bootstrap.servers": "h:9092"}, p, tasks)
         assert conf["queue.buffering.max.kbytes"] == each // 1024
+        # ... and the count: one message a KiB (100,000 tiny records took +23 MiB)
+        assert conf["queue.buffering.max.messages"] == max(1000, each // 1024)
     # Never under one message: librdkafka cannot queue a message larger than the buffer.
     assert p.task_producer_buffer(1000) == PRODUCER_MIN
     assert p.task_producer_buffer(1000, 4 * MiB) == 4 * MiB
@@ -126,7 +128,9 @@ def test_the_producer_share_is_for_all_task_producers_of_the_process() -> None:
                 "systems.kafka.producer.queue.buffering.max.kbytes=65536\n")
     assert mine.task_producer_buffer(8) == 64 * MiB
     conf = {"queue.buffering.max.kbytes": 65536}
-    assert task_producer_conf(conf, mine, 8) is conf
+    assert task_producer_conf(conf, mine, 8) == {**conf, "queue.buffering.max.messages": 65536}
+    counted = {"queue.buffering.max.messages": 500}
+    assert task_producer_conf(counted, mine, 8)["queue.buffering.max.messages"] == 500
     assert "all task producers" in p.render() and "your systems.kafka.producer." in mine.render()
 
 
