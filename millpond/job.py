@@ -25,7 +25,12 @@ from millpond.config.memory import (
     fetch_max_bytes,
 )
 from millpond.kafka.admin import TopicAdmin
-from millpond.kafka.clients import OFFSET_RESET_SPELLINGS, LibrdkafkaLog
+from millpond.kafka.clients import (
+    OFFSET_RESET_SPELLINGS,
+    SETTINGS_SOURCE,
+    LibrdkafkaLog,
+    SettingSources,
+)
 from millpond.kafka.faults import ClientFaults
 from millpond.kafka.reading import restore_consumer, set_batch_bytes
 from millpond.partitioner import librdkafka_setting
@@ -51,6 +56,9 @@ class Job:
 
     def __init__(self, config: Config) -> None:
         self.config = config
+        # Where each librdkafka setting was set: a client's refused settings name it.
+        self.setting_source = SettingSources(
+            {k: config.location(k) for k in config.properties if k.startswith("systems.kafka.")})
         bootstrap = config.bootstrap_servers("kafka")
         system = config.systems.get("kafka")
         self.group_id = f"{config.job.name}-{config.job.id}"
@@ -60,7 +68,8 @@ class Job:
         self.client_conf: dict[str, Any] = {**CLIENT_DEFAULTS, **shared,
                                             "bootstrap.servers": bootstrap,
                                             "error_cb": self.faults.on_client_error,
-                                            "logger": LibrdkafkaLog(listener=self.faults.on_log)}
+                                            "logger": LibrdkafkaLog(listener=self.faults.on_log),
+                                            SETTINGS_SOURCE: self.setting_source}
         self.consumer_conf = {**self.client_conf, **(system.consumer if system else {})}
         reset = str(self.consumer_conf.get("auto.offset.reset", "")).strip().lower()
         if reset in OFFSET_RESET_SPELLINGS:  # librdkafka's spelling of Samza's and Kafka's (none: error)

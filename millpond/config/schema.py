@@ -270,7 +270,9 @@ KEYS: tuple[Key, ...] = (
         choices=("earliest", "smallest", "latest", "largest", "error", "none")),
     Key(_SYS + "consumer.<prop>", "passthrough", "librdkafka consumer settings, passed "
         "through; Java-client-only keys are left out with an INFO line. millpond's consumers "
-        "default `fetch.queue.backoff.ms` to 20.", "systems"),
+        "default `fetch.queue.backoff.ms` to 20. A value librdkafka refuses (or two that "
+        "disagree) stops the command with one line naming each setting's file and line.",
+        "systems"),
     Key(_SYS + "producer.<prop>", "passthrough", "librdkafka producer settings, passed through "
         "(Java-client-only keys are left out with an INFO line).", "systems"),
     Key(_SYS + "samza.key.serde", "serde", "Default key serde of the system's streams.",

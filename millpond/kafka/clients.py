@@ -18,12 +18,16 @@ import logging
 import re
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
+from millpond.kafka.errors import ClientSettingsError
 from millpond.kafka.outage import LIMITER, LogLimiter, suffix
+
+T = TypeVar("T")
 
 KAFKA_LOG = logging.getLogger("millpond.kafka")
 
@@ -112,20 +116,83 @@ def with_logger(conf: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+# A conf entry that is no librdkafka setting: a :class:`SettingSources`, where the job's
+# config set each setting. A client whose settings librdkafka refuses names them in its
+# error (millpond.job.Job sets it).
+SETTINGS_SOURCE = "millpond.settings.source"
+
+
+@dataclass(frozen=True)
+class SettingSources:
+    """Where a job's config set its librdkafka settings: ``locations`` maps each
+    ``systems.kafka.*`` key to its ``file:line``. Plain data: a conf that carries it is
+    pickled to Spark's executors."""
+
+    locations: Mapping[str, str]
+    prefix: str = "systems.kafka."
+
+    def __call__(self, client: str, prop: str) -> str | None:
+        """``file:line: key`` of the key that set ``prop`` for a ``client`` ("consumer",
+        "producer", "admin"): its own key first, then the shared one; None if neither."""
+        own = {"consumer": "consumer.", "producer": "producer."}.get(client)
+        for part in ((own, "") if own else ("",)):
+            key = f"{self.prefix}{part}{prop}"
+            if key in self.locations:
+                return f"{self.locations[key]}: {key}"
+        return None
+# How librdkafka quotes a property in its errors: `fetch.max.bytes`, "session.timeout.ms"
+_QUOTED = re.compile(r"[`\"]([a-z][a-z0-9_.]*\.[a-z0-9_.]*[a-z0-9])[`\"]")
+
+
+def _make(kind: str, make: Callable[[dict[str, Any]], T], conf: Mapping[str, Any]) -> T:
+    """``make`` a client of ``conf``; librdkafka's refusal of its settings as a
+    :class:`ClientSettingsError` naming where each cited setting was set."""
+    source: SettingSources | None = conf.get(SETTINGS_SOURCE)
+    settings = {k: v for k, v in conf.items() if k != SETTINGS_SOURCE}
+    try:
+        return make(settings)
+    except KafkaException as exc:
+        error = exc.args[0] if exc.args else None
+        if not isinstance(error, KafkaError) or error.code() != KafkaError._INVALID_ARG:
+            raise
+        raise settings_error(kind, error.str(), source) from None
+
+
+# librdkafka's aliases (CONFIGURATION.md): its errors cite the right-hand name.
+ALIASES = {"linger.ms": "queue.buffering.max.ms", "retries": "message.send.max.retries",
+           "acks": "request.required.acks", "compression.type": "compression.codec",
+           "max.in.flight": "max.in.flight.requests.per.connection",
+           "delivery.timeout.ms": "message.timeout.ms", "sasl.mechanism": "sasl.mechanisms",
+           "bootstrap.servers": "metadata.broker.list"}
+
+
+def settings_error(kind: str, text: str, source: SettingSources | None,
+                   ) -> ClientSettingsError:
+    """The error for librdkafka's ``text`` refusing a ``kind`` client's settings."""
+    places = []
+    for name in dict.fromkeys(_QUOTED.findall(text)):
+        names = [name, *(alias for alias, real in ALIASES.items() if real == name)]
+        found = [w for n in names if source and (w := source(kind, n))]
+        places.append(f"{name}: {found[0] if found else 'not set in the config'}")
+    return ClientSettingsError(
+        f"librdkafka refused the Kafka {kind} settings: {text}"
+        + (f" ({'; '.join(places)})" if places else ""))
+
+
 def consumer(conf: Mapping[str, Any]) -> Consumer:
     """A ``Consumer`` logging through Python logging."""
-    return Consumer(with_logger(conf))
+    return _make("consumer", Consumer, with_logger(conf))
 
 
 def producer(conf: Mapping[str, Any]) -> Producer:
     """A ``Producer`` logging through Python logging."""
-    return Producer(with_logger(conf))
+    return _make("producer", Producer, with_logger(conf))
 
 
 def admin(conf: Mapping[str, Any]) -> AdminClient:
     """An ``AdminClient`` logging through Python logging, whose lookups never create a topic
     (whatever ``conf`` says: its callers decide what a missing topic means)."""
-    return AdminClient({**with_logger(conf), **NO_AUTO_CREATE})
+    return _make("admin", AdminClient, {**with_logger(conf), **NO_AUTO_CREATE})
 
 
 # How long a group consumer's close may take before the process goes on without it.

@@ -10,6 +10,13 @@ class KafkaClientError(MillpondError):
     runtime failure unless a subclass says otherwise."""
 
 
+class ClientSettingsError(KafkaClientError):
+    """librdkafka refused a client's settings (a value, or two that disagree); the message
+    names where each setting it cites was set. A user error: nothing was started."""
+
+    exit_code = USER_ERROR
+
+
 class TopicError(KafkaClientError):
     """A topic the job needs cannot serve: a missing input, unequal input partition counts,
     or a changelog/checkpoint topic with the wrong partition count or cleanup policy: the

@@ -20,6 +20,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from millpond.config import Config
 from millpond.config.properties import parse_properties
 from millpond.job import Job
+from millpond.kafka.clients import SETTINGS_SOURCE
 from tests.kafka_util import create_topic
 
 pytestmark = pytest.mark.kafka
@@ -90,7 +91,8 @@ def test_the_input_prefetch_is_bounded_by_count_as_well_as_bytes(
     record = _fill(kafka_bootstrap, topic, PARTITIONS, PER_PARTITION)
 
     job = _job(kafka_bootstrap, topic)
-    conf = {k: v for k, v in job.consumer_conf.items() if k not in ("error_cb", "logger")}
+    conf = {k: v for k, v in job.consumer_conf.items()
+            if k not in ("error_cb", "logger", SETTINGS_SOURCE)}
     count, fetch = job.memory.input_messages, job.memory.input_fetch_bytes
     # 96 MiB, the plan's smallest: 1,747 messages, one partition's response 218 KiB
     assert (conf["queued.min.messages"], conf["max.partition.fetch.bytes"]) == (count, fetch)
@@ -120,7 +122,8 @@ def test_one_fetch_response_across_many_partitions_is_bounded(
     record = _fill(kafka_bootstrap, topic, MANY, MANY_PER_PARTITION)
 
     job = _job(kafka_bootstrap, topic, budget_mb=1024)  # the default budget
-    conf = {k: v for k, v in job.consumer_conf.items() if k not in ("error_cb", "logger")}
+    conf = {k: v for k, v in job.consumer_conf.items()
+            if k not in ("error_cb", "logger", SETTINGS_SOURCE)}
     assert conf["fetch.max.bytes"] == job.memory.input_fetch_max_bytes == 1_048_576
     bound = job.memory.input_messages + conf["fetch.max.bytes"] // record
     planned = _largest_queue(conf, topic, MANY)

@@ -60,7 +60,7 @@ def test_every_consumer_of_a_job_gets_fetch_queue_backoff(
     expected = override or 20
     group = [c for c in made if c.get("group.id") == f"{name}-1"]
     side_readers = [c for c in made if c.get("group.id") == f"{name}-1-side-inputs"]
-    restores = [c for c in made if c.get("fetch.max.bytes") == 16 * 1024 * 1024]
+    restores = [c for c in made if c.get("group.id") == f"{name}-1-reader"]
     assert len(group) == 1 and side_readers and restores, made
     for conf in made:
         assert str(conf.get("fetch.queue.backoff.ms")) == str(expected), conf

@@ -4,9 +4,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from millpond.config import Config
 from millpond.config.properties import parse_properties
 from millpond.job import CLIENT_DEFAULTS, Job
+from millpond.kafka.clients import SETTINGS_SOURCE
 
 BASE = """\
 job.name=counts
@@ -52,7 +55,8 @@ def test_keys_that_are_no_librdkafka_setting_stay_out_of_the_clients() -> None:
             "systems.kafka.streams.in.samza.msg.serde=json\n"
             "systems.kafka.default.stream.replication.factor=1\n")
     for conf in (j.client_conf, j.consumer_conf, j.producer_conf):
-        assert set(conf) - {"partitioner", "error_cb", "logger", *CLIENT_DEFAULTS,
+        assert set(conf) - {"partitioner", "error_cb", "logger", SETTINGS_SOURCE,
+                            *CLIENT_DEFAULTS,
                             *MEMORY_PLAN_KEYS} == {"bootstrap.servers"}, conf
 
 
@@ -135,3 +139,33 @@ def test_exactly_once_commits_every_100_ms_unless_told_otherwise() -> None:
     assert commit_ms("task.processing.guarantee=effectively-once\n") == 60_000
     assert commit_ms("task.processing.guarantee=at-least-once\n") == 60_000
     assert commit_ms("") == 60_000
+
+
+def test_settings_librdkafka_refuses_name_their_lines() -> None:
+    """A value librdkafka refuses, or two settings that disagree, stop the command with
+    one line naming each cited setting's file and line (it was a traceback)."""
+    from millpond.kafka.errors import ClientSettingsError
+    from millpond.kafka.producer import TrackedProducer
+
+    j = job("systems.kafka.consumer.fetch.max.bytes=1000\n")
+    with pytest.raises(ClientSettingsError) as refused:
+        j.consumer()
+    text = str(refused.value)
+    assert "`fetch.max.bytes` must be >= `message.max.bytes`" in text, text
+    assert "job.properties:6: systems.kafka.consumer.fetch.max.bytes" in text, text
+    assert "message.max.bytes: not set in the config" in text, text
+    assert refused.value.exit_code == 2
+
+    shared = job("systems.kafka.linger.ms=soon\n")
+    with pytest.raises(ClientSettingsError, match=r"job\.properties:6: systems\.kafka\."
+                                                  r"linger\.ms\)"):
+        TrackedProducer(shared.producer_conf)
+    # the consumer's own key is named, not the shared one it overrides
+    both = job("systems.kafka.session.timeout.ms=10000\n"
+               "systems.kafka.consumer.session.timeout.ms=soon\n")
+    assert both.setting_source("consumer", "session.timeout.ms") == \
+        "job.properties:7: systems.kafka.consumer.session.timeout.ms"
+    assert both.setting_source("producer", "session.timeout.ms") == \
+        "job.properties:6: systems.kafka.session.timeout.ms"
+    assert both.setting_source("consumer", "linger.ms") is None
+    assert SETTINGS_SOURCE in both.consumer_conf
