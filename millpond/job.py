@@ -86,10 +86,9 @@ class Job:
         self.consumer_conf.setdefault(QUEUED_MESSAGES_KEY, memory.input_messages)
         self.user_fetch_bytes = FETCH_BYTES_KEY in self.consumer_conf
         self.consumer_conf.setdefault(FETCH_BYTES_KEY, memory.input_fetch_bytes)
+        # The input consumer's fetch.max.bytes stays librdkafka's: a 1 MiB response across all
+        # partitions drained them one after another (each response one partition's 1 MiB).
         self.user_fetch_max = FETCH_MAX_KEY in self.consumer_conf
-        if not self.user_fetch_max:  # one response across all partitions
-            self.consumer_conf[FETCH_MAX_KEY] = fetch_max_bytes(memory.input_fetch_max_bytes,
-                                                                self.consumer_conf)
         self.producer_conf.setdefault("queue.buffering.max.kbytes",
                                       max(1, memory.producer_buffer // 1024))
         set_batch_bytes(memory.restore_batch)
@@ -136,6 +135,8 @@ class Job:
             conf[FETCH_BYTES_KEY] = self.memory.restore_partition_fetch_bytes
         if not self.user_fetch_max:
             conf[FETCH_MAX_KEY] = fetch_max_bytes(self.memory.restore_fetch_bytes, conf)
+            if not self.user_fetch_bytes:  # a partition's fetch within the whole one
+                conf[FETCH_BYTES_KEY] = min(conf[FETCH_BYTES_KEY], conf[FETCH_MAX_KEY])
         return conf
 
     def consumer(self) -> Consumer:

@@ -78,10 +78,6 @@ MIN_QUEUED_MESSAGES = 1000  # one run-loop batch
 FETCH_SHARE = 8
 FETCH_DEFAULT = MiB  # librdkafka's max.partition.fetch.bytes
 FETCH_MIN = 64 * 1024
-# ... and one fetch response across all partitions (fetch.max.bytes): librdkafka's default
-# follows queued.max.messages.kbytes, and every partition's response in it is queued at
-# once, each record a ~450 B op: 32 partitions of 14-byte records took +463 MiB at the
-# 1 GB budget (input share 41 MiB), +15 MiB with one response of 1 MiB.
 FETCH_MAX_MIN = MiB  # librdkafka: fetch.max.bytes >= message.max.bytes (1,000,000)
 # The restore consumer's fetch responses: 16 MiB (8 MiB a partition) took a 3M-record
 # restore to 207 MiB peak at a 128 MiB budget and 238-251 MiB at 1 GB; a quarter of the
@@ -147,12 +143,6 @@ class MemoryPlan:
         return max(FETCH_MIN, min(FETCH_DEFAULT, self.input_prefetch // FETCH_SHARE))
 
     @property
-    def input_fetch_max_bytes(self) -> int:
-        """The input consumer's fetch.max.bytes: one fetch response across all its
-        partitions no larger than one partition's (and at least a 1 MB message)."""
-        return max(FETCH_MAX_MIN, self.input_fetch_bytes)
-
-    @property
     def restore_messages(self) -> int:
         """The restore consumer's queued.min.messages."""
         return queued_messages(self.restore_prefetch)
@@ -192,8 +182,7 @@ class MemoryPlan:
                        "input consumer's queued.max.messages.kbytes"
                        + (" (your systems.kafka.consumer. key)" if self.user_input_prefetch
                           else "") + f", {self.input_messages:,} messages, "
-                       f"{self.input_fetch_bytes // 1024:,} KiB a partition's fetch, "
-                       f"{self.input_fetch_max_bytes // 1024:,} KiB a fetch"),
+                       f"{self.input_fetch_bytes // 1024:,} KiB a partition's fetch"),
             MemoryPart("producer buffers", self.producer_buffer,
                        ("each task producer's queue.buffering.max.kbytes (your "
                         "systems.kafka.producer. key)" if self.user_producer_buffer else
@@ -285,14 +274,13 @@ def plan_memory(props: Properties, stores: Mapping[str, Mapping[str, str]] | Non
 
 def fetch_max_bytes(planned: int, conf: Mapping[str, object]) -> int:
     """fetch.max.bytes of ``planned`` bytes for a consumer of ``conf`` as librdkafka takes
-    it: under the user's receive.message.max.bytes by 512 and never under one message
-    (message.max.bytes) or one partition's fetch (max.partition.fetch.bytes)."""
-    fetch = planned
+    it: never under one message (message.max.bytes) or one partition's fetch
+    (max.partition.fetch.bytes), and under the user's receive.message.max.bytes by 512."""
+    fetch = max(planned, int(str(conf.get("message.max.bytes", 1_000_000))),
+                int(str(conf.get(FETCH_BYTES_KEY, 0))))
     if "receive.message.max.bytes" in conf:
         fetch = min(fetch, int(str(conf["receive.message.max.bytes"])) - 512)
-    floor = max(int(str(conf.get("message.max.bytes", 1_000_000))),
-                int(str(conf.get(FETCH_BYTES_KEY, 0))))
-    return max(fetch, floor)
+    return fetch
 
 
 def queued_messages(prefetch_bytes: int) -> int:

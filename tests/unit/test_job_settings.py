@@ -21,7 +21,7 @@ systems.kafka.bootstrap.servers=127.0.0.1:1
 
 
 MEMORY_PLAN_KEYS = ("queued.max.messages.kbytes", "queued.min.messages",
-                    "max.partition.fetch.bytes", "fetch.max.bytes", "queue.buffering.max.kbytes")
+                    "max.partition.fetch.bytes", "queue.buffering.max.kbytes")
 
 
 def job(extra: str) -> Job:
@@ -74,14 +74,14 @@ def test_the_memory_plan_bounds_the_client_buffers_unless_a_key_does() -> None:
     assert j.consumer_conf["max.partition.fetch.bytes"] == 1_048_576
     small = job("job.container.memory.mb=128\n")
     assert small.consumer_conf["max.partition.fetch.bytes"] == small.memory.input_prefetch // 8
-    # ... and one fetch response across all partitions no larger (at least one 1 MB message):
-    # librdkafka queues every partition's records of a response at once
-    assert j.consumer_conf["fetch.max.bytes"] == small.consumer_conf["fetch.max.bytes"] \
-        == 1_048_576
+    # ... not the whole fetch's: one of 1 MiB across 4 partitions drained them one by one
+    assert "fetch.max.bytes" not in j.consumer_conf
     many = job("systems.kafka.consumer.max.partition.fetch.bytes=4194304\n")
-    assert many.consumer_conf["fetch.max.bytes"] == 4_194_304  # never under one partition's
+    assert many.restore_conf()["fetch.max.bytes"] == 4_194_304  # never under one partition's
     tight = job("systems.kafka.consumer.receive.message.max.bytes=1100000\n")
-    assert tight.consumer_conf["fetch.max.bytes"] == 1_048_576  # under it by 512 or more
+    restore_tight = tight.restore_conf()  # under it by 512, a partition's within it
+    assert restore_tight["fetch.max.bytes"] == restore_tight["max.partition.fetch.bytes"] \
+        == 1_100_000 - 512
     # the restore consumer's own responses: a quarter of its prefetch share (1-4 MiB), half
     # that a partition (librdkafka makes each record of a response a ~450 B op)
     assert (restore["fetch.max.bytes"], restore["max.partition.fetch.bytes"]) == (
