@@ -78,13 +78,12 @@ MIN_QUEUED_MESSAGES = 1000  # one run-loop batch
 FETCH_SHARE = 8
 FETCH_DEFAULT = MiB  # librdkafka's max.partition.fetch.bytes
 FETCH_MIN = 64 * 1024
-FETCH_MAX_MIN = MiB  # librdkafka: fetch.max.bytes >= message.max.bytes (1,000,000)
 # The restore consumer's fetch responses: 16 MiB (8 MiB a partition) took a 3M-record
 # restore to 207 MiB peak at a 128 MiB budget and 238-251 MiB at 1 GB; a quarter of the
 # restore prefetch share (1 MiB and 4 MiB there), half that a partition: 100 and 139-159 MiB
 # at the same speed at 1 GB. librdkafka wants fetch.max.bytes >= message.max.bytes (1 MB).
 RESTORE_FETCH_SHARE = 4
-RESTORE_FETCH_MIN = FETCH_MAX_MIN
+RESTORE_FETCH_MIN = MiB  # librdkafka: fetch.max.bytes >= message.max.bytes (1,000,000)
 RESTORE_FETCH_MAX = 4 * MiB
 PRODUCER_SHARE = 0.06
 PRODUCER_MIN = MiB  # a task producer's smallest buffer: librdkafka queues no larger message

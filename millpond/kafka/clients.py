@@ -140,6 +140,8 @@ class SettingSources:
             if key in self.locations:
                 return f"{self.locations[key]}: {key}"
         return None
+
+
 # How librdkafka quotes a property in its errors: `fetch.max.bytes`, "session.timeout.ms"
 _QUOTED = re.compile(r"[`\"]([a-z][a-z0-9_.]*\.[a-z0-9_.]*[a-z0-9])[`\"]")
 
