@@ -83,7 +83,7 @@ FETCH_MIN = 64 * 1024
 # restore prefetch share (1 MiB and 4 MiB there), half that a partition: 100 and 139-159 MiB
 # at the same speed at 1 GB. librdkafka wants fetch.max.bytes >= message.max.bytes (1 MB).
 RESTORE_FETCH_SHARE = 4
-RESTORE_FETCH_MIN = MiB  # librdkafka: fetch.max.bytes >= message.max.bytes (1,000,000)
+FETCH_MAX_MIN = MiB  # librdkafka: fetch.max.bytes >= message.max.bytes (1,000,000)
 RESTORE_FETCH_MAX = 4 * MiB
 PRODUCER_SHARE = 0.06
 PRODUCER_MIN = MiB  # a task producer's smallest buffer: librdkafka queues no larger message
@@ -141,6 +141,17 @@ class MemoryPlan:
         """The input consumer's max.partition.fetch.bytes: one partition's fetch response."""
         return max(FETCH_MIN, min(FETCH_DEFAULT, self.input_prefetch // FETCH_SHARE))
 
+    def input_fetch(self, partitions: int) -> tuple[int, int]:
+        """The input consumer's (max.partition.fetch.bytes, fetch.max.bytes) for a process
+        that may hold ``partitions`` input partitions: one fetch response across all of them
+        no larger than one partition's share (at least a 1 MB message), divided between them
+        so that each response carries every partition (a response of one partition's 1 MiB
+        drained 4 partitions one after another). librdkafka queues every record of a
+        response at once, each a ~450 B op: 32 partitions of 14-byte records took +463 MiB
+        against a 41 MiB share with its own fetch.max.bytes."""
+        whole = max(FETCH_MAX_MIN, self.input_fetch_bytes)
+        return max(FETCH_MIN, min(self.input_fetch_bytes, whole // max(1, partitions))), whole
+
     @property
     def restore_messages(self) -> int:
         """The restore consumer's queued.min.messages."""
@@ -149,7 +160,7 @@ class MemoryPlan:
     @property
     def restore_fetch_bytes(self) -> int:
         """The restore consumer's fetch.max.bytes: one fetch response, all partitions."""
-        return max(RESTORE_FETCH_MIN,
+        return max(FETCH_MAX_MIN,
                    min(RESTORE_FETCH_MAX, self.restore_prefetch // RESTORE_FETCH_SHARE))
 
     @property

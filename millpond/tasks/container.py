@@ -32,7 +32,14 @@ from confluent_kafka import Consumer
 from millpond.changelog.generations import current_topics
 from millpond.changelog.restore import RestoreListener
 from millpond.config import Config
-from millpond.config.memory import PRODUCER_MESSAGES_KEY, MemoryPlan, queued_messages
+from millpond.config.memory import (
+    FETCH_BYTES_KEY,
+    FETCH_MAX_KEY,
+    PRODUCER_MESSAGES_KEY,
+    MemoryPlan,
+    fetch_max_bytes,
+    queued_messages,
+)
 from millpond.job import Job
 from millpond.kafka import clients
 from millpond.kafka.admin import OutputTopics, check_job_topics
@@ -105,6 +112,19 @@ def group_consumer_conf(consumer_conf: dict[str, Any], group_id: str, client: st
         "isolation.level": isolation,
         "enable.partition.eof": bounded,
     }
+
+
+def input_fetch_conf(conf: dict[str, Any], plan: MemoryPlan, partitions: int,
+                     user_fetch_bytes: bool, user_fetch_max: bool) -> dict[str, Any]:
+    """``conf`` with the plan's fetch sizes for a process that may hold ``partitions``
+    input partitions (:meth:`MemoryPlan.input_fetch`); the user's own keys are kept."""
+    each, whole = plan.input_fetch(partitions)
+    out = dict(conf)
+    if not user_fetch_bytes:
+        out[FETCH_BYTES_KEY] = each
+    if not user_fetch_max:
+        out[FETCH_MAX_KEY] = fetch_max_bytes(whole, out)
+    return out
 
 
 def rejoin_after_s(conf: dict[str, Any]) -> float:
@@ -275,7 +295,7 @@ class Container:
         if self.metrics is not None:
             self.metrics.watch_backups(self.backups)
         conf = group_consumer_conf(
-            self.consumer_conf, self.group_id,
+            self._input_fetch(task_count * len(self.inputs)), self.group_id,
             client_id(self.group_id, socket.gethostname(), os.getpid(),
                       self.query_server.url if self.query_server else None),
             "read_committed" if internal else self.guarantee.isolation, self.bounded)
@@ -330,6 +350,11 @@ class Container:
         self.consumer = clients.consumer(self._consumer_conf)
         self.manager.replace_consumer(self.consumer)
         subscribe(self.consumer, self.inputs[0], self.manager, self.faults)
+
+    def _input_fetch(self, partitions: int) -> dict[str, Any]:
+        """The input consumer's settings with the plan's fetch sizes for ``partitions``."""
+        return input_fetch_conf(self.consumer_conf, self.config.memory, partitions,
+                                self.job.user_fetch_bytes, self.job.user_fetch_max)
 
     def _open_context(self, outputs: OutputTopics) -> OpenContext:
         assert self.restore_consumer is not None

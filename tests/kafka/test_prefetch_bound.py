@@ -21,6 +21,7 @@ from millpond.config import Config
 from millpond.config.properties import parse_properties
 from millpond.job import Job
 from millpond.kafka.clients import SETTINGS_SOURCE
+from millpond.tasks.container import input_fetch_conf
 from tests.kafka_util import create_topic
 
 pytestmark = pytest.mark.kafka
@@ -30,16 +31,16 @@ PER_PARTITION = 60_000
 PLAN_KEYS = ("queued.min.messages", "max.partition.fetch.bytes")
 
 
-def _job(bootstrap: str, topic: str) -> Job:
+def _job(bootstrap: str, topic: str, budget_mb: int = 96) -> Job:
     text = (f"job.name=prefetch-{uuid.uuid4().hex[:8]}\n"
             "task.class=tests.jobs.counting.Counter\n"
             f"task.inputs=kafka.{topic}\n"
             f"systems.kafka.bootstrap.servers={bootstrap}\n"
-            "job.container.memory.mb=96\n")
+            f"job.container.memory.mb={budget_mb}\n")
     return Job(Config.from_properties(parse_properties(text, "job.properties")))
 
 
-def _largest_queue(conf: dict[str, Any], topic: str) -> int:
+def _largest_queue(conf: dict[str, Any], topic: str, partitions: int = PARTITIONS) -> int:
     """The most messages librdkafka held queued while nothing was consumed, once the queue
     stopped growing (librdkafka's statistics every 100 ms; each partition's ``fetchq_cnt``
     reads the consumer's one queue, which its partitions' queues are forwarded to)."""
@@ -55,7 +56,7 @@ def _largest_queue(conf: dict[str, Any], topic: str) -> int:
                          "statistics.interval.ms": 100, "stats_cb": stats,
                          "enable.auto.commit": False})
     try:
-        consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         deadline = time.monotonic() + 30
         # Statistics come with a poll, and a poll returns at once with a message when one is
         # queued: poll at the statistics' pace until the queue stopped growing for 0.4 s
@@ -105,3 +106,29 @@ def test_the_input_prefetch_is_bounded_by_count_as_well_as_bytes(
     unbounded = _largest_queue({k: v for k, v in conf.items() if k not in PLAN_KEYS}, topic)
     assert planned <= bound, (planned, bound)
     assert unbounded > 2 * bound, (unbounded, bound)  # what the plan's keys prevent
+
+
+MANY = 16
+MANY_PER_PARTITION = 40_000
+
+
+def test_one_fetch_response_across_many_partitions_is_bounded(
+        kafka_bootstrap: str, topic_name: Any) -> None:
+    """librdkafka checks its count bound before a fetch, and a fetch asks every partition at
+    once; each record of the response becomes a ~450 B op. With its fetch.max.bytes (which
+    follows queued.max.messages.kbytes: 41 MiB at the 1 GB budget) 32 partitions of tiny
+    records queued +463 MiB against that 41 MiB share. The plan keeps one response to one
+    partition's size (1 MiB), each partition's fetch a share of it (so every response
+    carries every partition: a 1 MiB response of one partition drained them in turn)."""
+    topic = topic_name("many")
+    record = _fill(kafka_bootstrap, topic, MANY, MANY_PER_PARTITION)
+    job = _job(kafka_bootstrap, topic, budget_mb=1024)  # the default budget
+    plain = {k: v for k, v in job.consumer_conf.items()
+             if k not in ("error_cb", "logger", SETTINGS_SOURCE)}
+    conf = input_fetch_conf(plain, job.memory, MANY, job.user_fetch_bytes, job.user_fetch_max)
+    assert (conf["max.partition.fetch.bytes"], conf["fetch.max.bytes"]) == (65_536, 1_048_576)
+    bound = job.memory.input_messages + conf["fetch.max.bytes"] // record
+    planned = _largest_queue(conf, topic, MANY)
+    unbounded = _largest_queue(plain, topic, MANY)  # 1 MiB a partition, librdkafka's whole
+    assert planned <= bound, (planned, bound)
+    assert unbounded > 2 * bound, (unbounded, bound)  # what fetch.max.bytes prevents

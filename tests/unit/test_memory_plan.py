@@ -158,3 +158,21 @@ def test_the_restore_consumers_fetch_responses_are_a_quarter_of_its_prefetch() -
     assert sizes[256][1] == sizes[256][0] // 4 and sizes[256][2] == sizes[256][1] // 2
     assert sizes[128][1:] == sizes[96][1:] == (MiB, MiB // 2)  # at least one 1 MB message
     assert "4,096 KiB a fetch" in plan().render()
+
+
+def test_one_input_fetch_response_carries_every_partition_within_one_partitions_share() -> None:
+    """librdkafka queues every record of a fetch response at once (32 partitions of tiny
+    records: +463 MiB against a 41 MiB share); a 1 MiB response of one partition drained 4
+    partitions in turn. So the response is one partition's share, divided between them."""
+    from millpond.tasks.container import input_fetch_conf
+
+    p = plan()
+    assert p.input_fetch(4) == (256 * 1024, MiB)
+    assert p.input_fetch(32) == (64 * 1024, MiB)  # never under 64 KiB a partition
+    assert p.input_fetch(1) == (MiB, MiB)
+    small = plan("job.container.memory.mb=96\n")
+    assert small.input_fetch(4) == (small.input_fetch_bytes, MiB)  # its share is smaller
+    conf = input_fetch_conf({}, p, 4, user_fetch_bytes=False, user_fetch_max=False)
+    assert (conf["max.partition.fetch.bytes"], conf["fetch.max.bytes"]) == (256 * 1024, MiB)
+    mine = {"max.partition.fetch.bytes": "2097152", "fetch.max.bytes": "8388608"}
+    assert input_fetch_conf(mine, p, 4, user_fetch_bytes=True, user_fetch_max=True) == mine
