@@ -11,6 +11,7 @@ Write on a topic that does not exist yet) is reported as such, and does not fail
 
 from __future__ import annotations
 
+import secrets
 import time
 from collections import defaultdict
 from collections.abc import Sequence
@@ -135,9 +136,18 @@ def _denial_line(facility: str, text: str) -> bool:
     return facility in ("TXNERR", "FATAL") and "authorization failed" in text.lower()
 
 
+def probe_transactional_id(prefix: str) -> str:
+    """A transactional id of its own for one check, inside the job's prefix (its ACL):
+    processes starting together once shared ``<prefix>check``, and the second registration
+    met the first's (CONCURRENT_TRANSACTIONS), which librdkafka retried for 0.5-1.1 s.
+    An unused id expires on the broker (``transactional.id.expiration.ms``, 7 days)."""
+    return f"{prefix}check-{secrets.token_hex(6)}"
+
+
 def _transactional_ids(job: Job, prefix: str) -> set[str]:
-    """Register ``<prefix>check``: allowed if Kafka hands it a producer id."""
-    producer = TrackedProducer({**job.producer_conf, "transactional.id": f"{prefix}check",
+    """Register a probe id under ``prefix``: allowed if Kafka hands it a producer id."""
+    producer = TrackedProducer({**job.producer_conf,
+                                "transactional.id": probe_transactional_id(prefix),
                                 "transaction.timeout.ms": 60_000, "message.timeout.ms": 50_000,
                                 "logger": job.client_conf["logger"].also(_denial_line)})
     try:
