@@ -86,8 +86,8 @@ class Job:
         self.consumer_conf.setdefault(QUEUED_MESSAGES_KEY, memory.input_messages)
         self.user_fetch_bytes = FETCH_BYTES_KEY in self.consumer_conf
         self.consumer_conf.setdefault(FETCH_BYTES_KEY, memory.input_fetch_bytes)
-        # The input consumer's fetch.max.bytes stays librdkafka's: a 1 MiB response across all
-        # partitions drained them one after another (each response one partition's 1 MiB).
+        # The input consumer's fetch sizes for its partitions are set by the container once it
+        # knows how many the process may hold (millpond.tasks.container.input_fetch_conf).
         self.user_fetch_max = FETCH_MAX_KEY in self.consumer_conf
         self.producer_conf.setdefault("queue.buffering.max.kbytes",
                                       max(1, memory.producer_buffer // 1024))
