@@ -108,6 +108,12 @@ def test_a_job_under_load_commits_its_tasks_together(
     loaded = {p: [t for t, ins in recs[:-1] if ins.get(source, 0) < 140_000]
               for p, recs in records.items()}
     assert all(len(ts) >= 3 for ts in loaded.values()), loaded
+    # while every task had a backlog: partitions drain at their own rates (librdkafka's
+    # fetches took one partition 1.4 s behind the others in 2 of ~15 runs), and a task still
+    # loaded after the others caught up has nobody to commit with
+    every = min(max(ts) for ts in loaded.values())
+    loaded = {p: [t for t in ts if t <= every] for p, ts in loaded.items()}
+    assert all(len(ts) >= 2 for ts in loaded.values()), loaded
     # every other task committed within 50 ms of each commit (in turns, at 200 ms: two
     # turns of two tasks, 100 ms apart)
     together = [all(min((abs(t - u) for u in loaded[q]), default=1.0) < 0.05
