@@ -104,6 +104,9 @@ def run(config_path: Path, overrides: tuple[str, ...], bounded: bool, log_level:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, during_start_up)
 
+    from millpond.stores.malloc import private_arenas
+
+    private_arenas()  # before `check` starts an admin client's threads (see the module)
     from millpond.tasks.container import Container
     from millpond.tasks.startup import StartupTimeline
 

@@ -1,4 +1,5 @@
-"""Give freed heap memory back to the operating system (glibc's ``malloc_trim``).
+"""glibc malloc's two settings that matter to a job: freed memory back to the OS
+(``malloc_trim``) and one arena per thread (``M_ARENA_MAX``).
 
 A restore allocates and frees hundreds of MiB in small pieces (record batches, memtables,
 SST building buffers). glibc keeps what was freed in its heaps, so the process's RSS stays
@@ -8,6 +9,16 @@ comes on top: under a 384 MB cap a run that restored 1.6M x 1 KB records first w
 ``malloc_trim(0)`` after a restore gave back 100-150 MiB of 160-210 MiB in one test.
 Elsewhere (not glibc, not Linux) it does nothing. ctypes is imported at the first call (a
 restore's end), not at start-up.
+
+glibc gives a process at most 8 arenas a core (16 on 2 cores); the thread after that shares
+one, starting with the main thread's. A job has ~35 threads with 4 tasks (each librdkafka
+client runs one a broker plus its own), so which thread lands on the run loop's arena depends
+on the order they start. When it is the input consumer's fetcher, the loop and the fetcher
+take the same lock for every record (the fetcher allocates one op a message, the loop frees
+it): its voluntary context switches go from ~2k to 30-45k a run, the loop's futex calls 4-6x,
+and the job runs 16-22% slower (benchmarks/results.md, 2026-12-07 16:56 and 19:00).
+``private_arenas()`` lifts the limit before the clients start, so every thread gets an arena
+of its own; an arena is only reserved address space until a thread uses it.
 """
 
 from __future__ import annotations
@@ -16,6 +27,30 @@ import sys
 from typing import Any
 
 _trim: Any = None  # libc's malloc_trim once found; False where there is none
+
+M_ARENA_MAX = -8  # mallopt's parameter number in glibc's malloc.h
+ARENAS = 1024  # more than the threads of a process with ~150 tasks on a 3-broker cluster
+
+
+def private_arenas(limit: int = ARENAS) -> bool:
+    """Let up to `limit` threads each have a malloc arena of their own (glibc only).
+
+    Takes effect only before the process has 8 arenas (glibc fixes its limit then), so the
+    job calls it before it creates a Kafka client; True if glibc took the setting."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes  # ~2 ms; not ctypes.util.find_library, which runs ldconfig (~15 ms)
+
+    try:
+        libc = ctypes.CDLL(None)  # the interpreter's own symbols, libc's among them
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):  # no mallopt: not glibc
+        return False
+    if not hasattr(libc, "malloc_trim"):  # musl's mallopt is a stub that ignores it
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    return bool(mallopt(M_ARENA_MAX, limit))
 
 
 def release_free_memory() -> bool:

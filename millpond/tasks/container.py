@@ -52,6 +52,7 @@ from millpond.query.routing import client_id
 from millpond.serdes import serdes_for
 from millpond.sideinputs.runtime import SideInputs
 from millpond.stores import RocksDbOptions
+from millpond.stores.malloc import private_arenas
 from millpond.streams.compile import (
     INTERNAL_TOPIC_CONFIG,
     check_stored_operators,
@@ -144,6 +145,9 @@ class Container:
         job_status: Callable[[Job], Callable[[], dict[str, Any]]] | None = None,
         startup: StartupTimeline | None = None,
     ) -> None:
+        # One malloc arena a thread, before any client starts its threads: glibc's shared ones
+        # can put the input fetcher on the run loop's (millpond.stores.malloc).
+        private_arenas()
         # Where the start-up's time goes, logged once (the CLI's runs from the process's start).
         self.startup = startup or StartupTimeline()
         self.config = config = with_app(config)  # a dataflow app: its task and stores
