@@ -1,7 +1,7 @@
 """The query load of the count's query-overhead run (issue #33): paced gets of a job's store.
 
     python -m benchmarks.query_driver --url http://127.0.0.1:PORT --users N --partitions P \
-        --out FILE [--rate 1000] [--routed-share 0.9] [--connections 128]
+        --out FILE [--rate 1000] [--routed-share 0.9] [--connections 128] [--phase-s S]
 
 Runs in its own process (its CPU is not the job's) until SIGTERM or SIGINT, then writes
 FILE: each request's send time, latency and HTTP status (0: no connection yet), the requests
@@ -16,6 +16,14 @@ key's partition with the job's partitioner, murmur2): the benchmark input puts u
 partition u % partitions, so these keys are drawn from the users murmur2 places on that same
 partition (every answer is a stored count); the rest ask ``/stores/<store>/<u % P>/get``
 for any user.
+
+With ``--phase-s S`` the load is on for S seconds, off for S, on again... (``--off-first``:
+off, on, ...); at each phase's start the driver reads the job's progress (the sums of its
+tasks' ``processed`` and ``commits`` from ``/status/process``), so one run compares the job's
+rate with and without queries in interleaved phases (:func:`phase_rates`): drift of a shared
+machine's load over minutes hits both alike, which two separate runs do not get. A phase in
+which a task committed is left out of both: the job's first commit comes at the same time in
+every run, so it would always fall in the same kind of phase.
 """
 
 from __future__ import annotations
@@ -61,6 +69,46 @@ def paths(store: str, users: int, partitions: int, routed_share: float, n: int,
     return out
 
 
+def phase_rates(marks: list[list[Any]], until: float | None = None) -> dict[str, Any] | None:
+    """The job's msg/s with the load on and off from ``marks`` ([time, on, processed,
+    commits] at each phase's start): intervals between consecutive marks in which the job was
+    processing (processed above 0 at the start and, when ``until`` (the total) is given,
+    below it at the end) and no task committed. None without an interval of each kind."""
+    done = {True: [0.0, 0], False: [0.0, 0]}  # on -> [seconds, records]
+    for (t0, on, p0, c0), (t1, _, p1, c1) in zip(marks, marks[1:], strict=False):
+        if p0 is None or p1 is None or p0 <= 0 or t1 <= t0 or (until is not None and p1 >= until):
+            continue
+        if c0 != c1:  # a commit inside: not a phase of processing alone
+            continue
+        done[bool(on)][0] += t1 - t0
+        done[bool(on)][1] += p1 - p0
+    if not done[True][0] or not done[False][0]:
+        return None
+    on_rate, off_rate = done[True][1] / done[True][0], done[False][1] / done[False][0]
+    return {"on_msgs_per_s": on_rate, "off_msgs_per_s": off_rate, "on_s": done[True][0],
+            "off_s": done[False][0], "loss": 1 - on_rate / off_rate if off_rate else None}
+
+
+def progress(host: str, port: int) -> tuple[int | None, int | None]:
+    """The sums of the job's tasks' ``processed`` and ``commits`` from its
+    ``/status/process`` (None, None: no answer yet)."""
+    import http.client
+
+    conn = http.client.HTTPConnection(host, port, timeout=2)
+    try:
+        conn.request("GET", "/status/process")
+        answer = conn.getresponse()
+        if answer.status != 200:
+            return None, None
+        tasks = json.loads(answer.read())["tasks"]
+        return (sum(int(t.get("processed") or 0) for t in tasks),
+                sum(int(t.get("commits") or 0) for t in tasks))
+    except (OSError, ValueError, KeyError):
+        return None, None
+    finally:
+        conn.close()
+
+
 class _Conn:
     """One keep-alive connection of the driver: at most one request in flight."""
 
@@ -75,12 +123,17 @@ class Driver:
     (a selector over raw sockets: the driver's own CPU per get is a few tens of microseconds,
     which on a 2-core machine it takes from the job and the broker)."""
 
-    def __init__(self, url: str, paths: list[str], rate: float, connections: int) -> None:
+    def __init__(self, url: str, paths: list[str], rate: float, connections: int,
+                 phase_s: float = 0.0, off_first: bool = False) -> None:
         parts = urlsplit(url)
         self.host, self.port = parts.hostname or "127.0.0.1", parts.port or 80
         self.requests = [f"GET {p} HTTP/1.1\r\nHost: {self.host}\r\n\r\n".encode()
                          for p in paths]
         self.rate, self.connections = rate, connections
+        self.phase_s = phase_s  # 0: always on
+        self.off_first = off_first
+        self.issued = 0  # requests sent: the next path's index
+        self.marks: list[list[Any]] = []  # [time, on, processed, commits] at each phase's start
         self.stop = threading.Event()
         self.skipped = 0
         self.sent: list[float] = []
@@ -99,14 +152,25 @@ class Driver:
         idle: list[_Conn | None] = [None] * self.connections  # None: not connected yet
         busy: set[_Conn] = set()
         self.start = time.time()
+        began = self.start  # the current on-phase's start: its schedule's origin
+        phase = -1
         i = 0
         while not self.stop.is_set():
             now = time.time()
-            behind = int((now - self.start - MAX_LAG_S) * self.rate)
+            on = True
+            if self.phase_s:
+                current = int((now - self.start) / self.phase_s)
+                on = (current % 2 == 0) != self.off_first
+                if current != phase:  # a phase starts: where the job is, then its load
+                    phase = current
+                    self.marks.append([time.time(), on, *progress(self.host, self.port)])
+                    now = began = time.time()
+                    i = 0
+            behind = int((now - began - MAX_LAG_S) * self.rate)
             if behind > i:  # more than a second behind the schedule: skip ahead
                 self.skipped += behind - i
                 i = behind
-            while idle and self.start + i / self.rate <= now:
+            while on and idle and began + i / self.rate <= now:
                 conn = idle.pop()
                 if conn is None:
                     try:
@@ -122,13 +186,15 @@ class Driver:
                     sel.register(sock, selectors.EVENT_READ, conn)
                 conn.began = now
                 try:
-                    conn.sock.send(self.requests[i % len(self.requests)])
+                    conn.sock.send(self.requests[self.issued % len(self.requests)])
+                    self.issued += 1
                     busy.add(conn)
                 except OSError:
                     self._fail(sel, conn, idle)
                 i += 1
-            wait = max(0.0, min(0.05, self.start + i / self.rate - time.time()))
-            for key, _ in sel.select(wait if idle else 0.05):
+            wait = max(0.0, min(0.05, began + i / self.rate - time.time()))
+            for key, _ in sel.select(wait if idle and on else 0.05 if not self.phase_s
+                                     else min(0.05, self.phase_s / 4)):
                 self._read(sel, key.data, idle, busy)
             now = time.time()
             for conn in [c for c in busy if now - c.began > 10]:
@@ -193,10 +259,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--connections", type=int, default=128,
                    help="keep-alive connections (default 128: answers wait for the run loop's "
                         "next iteration; 1,000/s at ~100 ms each needs ~100 in flight)")
+    p.add_argument("--phase-s", type=float, default=0.0,
+                   help="on for this many seconds, then off as long, and so on, reading the "
+                        "job's progress at each phase's start (default 0: always on)")
+    p.add_argument("--off-first", action="store_true",
+                   help="with --phase-s, begin with a phase without load")
     p.add_argument("--out", type=Path, required=True)
     a = p.parse_args(argv)
     driver = Driver(a.url, paths(a.store, a.users, a.partitions, a.routed_share, 100_000),
-                    a.rate, a.connections)
+                    a.rate, a.connections, a.phase_s, a.off_first)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: driver.stop.set())
     driver.run()
@@ -205,7 +276,8 @@ def main(argv: list[str] | None = None) -> int:
         "url": a.url, "rate": a.rate, "connections": a.connections,
         "routed_share": a.routed_share, "started": driver.start, "stopped": time.time(),
         "skipped": driver.skipped, "cpu_s": usage.ru_utime + usage.ru_stime,
-        "sent": driver.sent, "latency_ms": driver.latency_ms, "status": driver.status}
+        "sent": driver.sent, "latency_ms": driver.latency_ms, "status": driver.status,
+        "phase_s": a.phase_s, "off_first": a.off_first, "marks": driver.marks}
     a.out.write_text(json.dumps(out))
     return 0
 

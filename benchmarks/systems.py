@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import MILLPOND, REPO, VENVS, Child, run_child, venv_python
+from benchmarks.query_driver import phase_rates
 
 PEERS = Path(__file__).resolve().parent / "peers"
 
@@ -185,13 +186,16 @@ class QueryLoad:
     while the job runs (its CPU is the driver's, not the job's)."""
 
     def __init__(self, url: str, out: Path, rate: float, users: int, partitions: int,
-                 connections: int, logdir: Path) -> None:
+                 connections: int, logdir: Path, phase_s: float = 0.0,
+                 off_first: bool = False) -> None:
         self.out, self.rate = out, rate
         self.log = open(logdir / "query-driver.log", "w")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "benchmarks.query_driver", "--url", url,
              "--users", str(users), "--partitions", str(partitions), "--rate", str(rate),
-             "--connections", str(connections), "--out", str(out)], cwd=REPO, stdout=self.log, stderr=subprocess.STDOUT)
+             "--connections", str(connections), "--phase-s", str(phase_s), "--out", str(out),
+             *(["--off-first"] if off_first else [])],
+            cwd=REPO, stdout=self.log, stderr=subprocess.STDOUT)
 
     def stop(self) -> dict[str, Any] | None:
         """Stop the driver (bounded wait) and read what it wrote (None: it wrote nothing)."""
@@ -206,9 +210,10 @@ class QueryLoad:
 
 
 def query_figures(driven: dict[str, Any], began: float | None,
-                  ended: float) -> dict[str, Any]:
+                  ended: float, messages: int | None = None) -> dict[str, Any]:
     """The driver's figures over the job's processing (first message to exit): requests
-    sent and answered (200) per second, answered latency p50/p99, statuses, driver CPU."""
+    sent and answered (200) per second, answered latency p50/p99, statuses, driver CPU;
+    with on/off phases, the job's msg/s in each and the loss (query_driver.phase_rates)."""
     window = ended - began if began is not None and ended > began else 0.0
     rows = [(t, ms, st) for t, ms, st in zip(driven["sent"], driven["latency_ms"],
                                              driven["status"], strict=True)
@@ -230,7 +235,10 @@ def query_figures(driven: dict[str, Any], began: float | None,
             "query_p50_ms": pct(0.50), "query_p99_ms": pct(0.99),
             "query_mean_ms": statistics.fmean(ok) if ok else None,
             "driver_cpu_s": driven["cpu_s"],
-            "driver_wall_s": driven["stopped"] - driven["started"]}
+            "driver_wall_s": driven["stopped"] - driven["started"],
+            "phase_s": driven.get("phase_s") or 0,
+            "phases": (phase_rates(driven.get("marks") or [], messages)
+                       if driven.get("phase_s") else None)}
 
 
 def millpond_count(ctx: Ctx, topic: str, messages: int, guarantee: str, tag: str,
@@ -276,7 +284,8 @@ def millpond_count(ctx: Ctx, topic: str, messages: int, guarantee: str, tag: str
         props["job.query.address"] = f"127.0.0.1:{port}"
         load = QueryLoad(f"http://127.0.0.1:{port}", run_dir / "queries.json",
                          queries["rate"], queries["users"], queries["partitions"],
-                         queries["connections"], run_dir)
+                         queries["connections"], run_dir, queries.get("phase_s", 0.0),
+                         queries.get("off_first", False))
     config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
     driven = None
     try:
@@ -320,7 +329,7 @@ def millpond_count(ctx: Ctx, topic: str, messages: int, guarantee: str, tag: str
     result["first_message_at"], result["exited_at"] = marks.get("first_message"), child.exited
     if driven is not None:
         result["queries"] = figures = query_figures(driven, marks.get("first_message"),
-                                                    child.exited)
+                                                    child.exited, messages)
         result.update({k: figures[k] for k in ("queries_per_s", "query_p50_ms",
                                                "query_p99_ms", "driver_cpu_s")})
         if not figures["answered_all_run"]:

@@ -29,6 +29,8 @@ UNDO_KEY = report.UNDO_KEY
 # The count serving queries (job.query.address set, a driver paced at --query-rate gets/s),
 # beside the same count without.
 QUERIES_KEY = report.QUERIES_KEY
+# The same with the driver on and off in alternating phases: the loss within one run.
+QUERY_PHASES_KEY = report.QUERY_PHASES_KEY
 # Pathway's count (static read, persistence on): the count workload only.
 PATHWAY_KEY = report.PATHWAY_KEY
 # millpond's exactly-once count with task.commit.ms unset (100 ms), after the same round's
@@ -63,6 +65,11 @@ def count(h: Harness) -> None:
                     h, r, QUERIES_KEY, f"q{r}", lambda: {"queries": {
                         "rate": a.query_rate, "users": a.users, "partitions": a.partitions,
                         "connections": a.query_connections}}))
+                runs.setdefault(QUERY_PHASES_KEY, []).append(_eo_once_more(
+                    h, r, QUERY_PHASES_KEY, f"qp{r}", lambda: {"queries": {
+                        "rate": a.query_rate, "users": a.users, "partitions": a.partitions,
+                        "connections": a.query_connections, "phase_s": a.query_phase_s,
+                        "off_first": r % 2 == 1}}))  # which kind of phase meets which moment
 
         def metrics_run(r: int = r) -> None:
             runs.setdefault(METRICS_KEY, []).append(

@@ -111,3 +111,48 @@ def test_write_all_writes_the_three_files(tmp_path: Path) -> None:
     again = json.loads(paths[0].read_text())
     assert again["targets"] == json.loads(json.dumps(results["targets"]))
     assert report.main([str(paths[0])]) == 0
+
+
+def test_query_phases_compare_the_rate_with_and_without_load_within_a_run() -> None:
+    from benchmarks.query_driver import phase_rates
+
+    # [time, load on, processed, commits] at each phase's start: not yet processing (None,
+    # 0), then 1 s phases at 300k/s without queries and 280k/s with, one with a commit inside
+    # (left out, whichever kind) and the last reaching the end of the input (left out: the job
+    # stopped inside it).
+    marks = [[0.0, True, None, None], [1.0, False, 0, 0], [2.0, True, 300_000, 0],
+             [3.0, False, 580_000, 0], [4.0, True, 880_000, 0], [5.0, False, 1_160_000, 0],
+             [6.0, True, 1_300_000, 4], [7.0, False, 1_580_000, 4],
+             [8.0, True, 1_880_000, 4], [9.0, False, 2_000_000, 4]]
+    rates = phase_rates(marks, until=2_000_000)
+    assert rates is not None
+    assert rates["on_s"] == 3.0 and rates["off_s"] == 2.0  # 1-2: the job had not begun
+    assert rates["on_msgs_per_s"] == 280_000 and rates["off_msgs_per_s"] == 300_000
+    assert abs(rates["loss"] - (1 - 280 / 300)) < 1e-12
+    assert phase_rates(marks[:3], until=2_000_000) is None  # no phase with the load on yet
+
+
+def test_the_query_target_comes_from_the_phased_runs_when_there_are_any() -> None:
+    def entry(rates: list[float], phases: list[float] | None = None) -> dict:
+        runs = [{"ok": True, "correct": True, "msgs_per_s": r,
+                 "queries": {"rate": 1000, "phase_s": 1.0,
+                             "phases": {"loss": phases[i]} if phases else None}}
+                for i, r in enumerate(rates)]
+        return {"runs": runs}
+
+    out: list[dict] = []
+
+    def add(name: str, value: float | None, goal: float | None, *_: object,
+            **__: object) -> None:
+        out.append({"target": name, "value": value, "goal": goal})
+
+    eo, on = entry([300.0, 300.0, 300.0]), entry([270.0, 270.0, 270.0])
+    report._query_targets(add, eo, on, entry([0, 0, 0], [0.02, 0.04, 0.01]))
+    target = next(t for t in out if t["target"] == "query overhead <= 5% at 1000 q/s")
+    assert target["value"] == 0.02 and target["goal"] == 0.05
+    pair = next(t for t in out if "separate run" in t["target"])
+    assert abs(pair["value"] - 0.1) < 1e-9 and pair["goal"] is None
+    out.clear()
+    report._query_targets(add, eo, on, None)  # no phased runs: the pairs are the target
+    assert [t["target"] for t in out][0] == "query overhead <= 5% at 1000 q/s"
+    assert abs(out[0]["value"] - 0.1) < 1e-9

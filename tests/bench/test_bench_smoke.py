@@ -76,6 +76,11 @@ def test_quick_run_writes_correct_results(kafka_bootstrap: str, tmp_path: Path) 
     driven = queried["runs"][0]["queries"]
     assert driven["rate"] == 1000 and driven["answered_all_run"] > 0
     assert driven["driver_cpu_s"] > 0
+    # ... and once more with the driver on and off in alternating phases (the loss within one
+    # run: the target where it is measured).
+    phased = results["count"][report.QUERY_PHASES_KEY]
+    _good(phased, 20_000, 2_000)
+    assert phased["runs"][0]["queries"]["phase_s"] == 0.02
     overhead = next(t for t in results["targets"]
                     if t["target"] == "query overhead <= 5% at 1000 q/s")
     assert overhead["status"] in ("pass", "miss") and overhead["goal"] == 0.05
