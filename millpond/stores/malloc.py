@@ -7,8 +7,8 @@ where the restore left it, and what the job allocates next (block cache, object 
 comes on top: under a 384 MB cap a run that restored 1.6M x 1 KB records first went to
 405 MiB RSS while the same updates on a store that needed no restore took 184 MiB.
 ``malloc_trim(0)`` after a restore gave back 100-150 MiB of 160-210 MiB in one test.
-Elsewhere (not glibc, not Linux) it does nothing. ctypes is imported at the first call (a
-restore's end), not at start-up.
+Elsewhere (not glibc, not Linux) it does nothing. Each function imports ctypes at its first
+call (~2 ms at start-up for ``private_arenas``).
 
 glibc gives a process at most 8 arenas a core (16 on 2 cores); the thread after that shares
 one, starting with the main thread's. A job has ~35 threads with 4 tasks (each librdkafka
@@ -16,7 +16,7 @@ client runs one a broker plus its own), so which thread lands on the run loop's 
 on the order they start. When it is the input consumer's fetcher, the loop and the fetcher
 take the same lock for every record (the fetcher allocates one op a message, the loop frees
 it): its voluntary context switches go from ~2k to 30-45k a run, the loop's futex calls 4-6x,
-and the job runs 16-22% slower (benchmarks/results.md, 2026-12-07 16:56 and 19:00).
+and the job runs 16-22% slower (benchmarks/results.md, 2026-12-07 16:56 and 18:58).
 ``private_arenas()`` lifts the limit before the clients start, so every thread gets an arena
 of its own; an arena is only reserved address space until a thread uses it.
 """
