@@ -7,8 +7,8 @@ where the restore left it, and what the job allocates next (block cache, object 
 comes on top: under a 384 MB cap a run that restored 1.6M x 1 KB records first went to
 405 MiB RSS while the same updates on a store that needed no restore took 184 MiB.
 ``malloc_trim(0)`` after a restore gave back 100-150 MiB of 160-210 MiB in one test.
-Elsewhere (not glibc, not Linux) it does nothing. Each function imports ctypes at its first
-call (~2 ms at start-up for ``private_arenas``).
+Elsewhere (not glibc, not Linux) it does nothing. ctypes is imported at the first call of
+either (~2 ms, at start-up: ``private_arenas``).
 
 glibc gives a process at most 8 arenas a core (16 on 2 cores); the thread after that shares
 one, starting with the main thread's. A job has ~35 threads with 4 tasks (each librdkafka
@@ -26,10 +26,31 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-_trim: Any = None  # libc's malloc_trim once found; False where there is none
+_glibc: Any = None  # the process's C library once found, when it is glibc; False when not
 
 M_ARENA_MAX = -8  # mallopt's parameter number in glibc's malloc.h
 ARENAS = 1024  # more than the threads of a process with ~150 tasks on a 3-broker cluster
+
+
+def _libc() -> Any:
+    """The process's glibc through ctypes (looked up once), or None (not Linux, not glibc:
+    musl has no ``malloc_trim`` and a ``mallopt`` stub that ignores its settings)."""
+    global _glibc
+    if _glibc is None:
+        _glibc = False
+        if sys.platform.startswith("linux"):
+            import ctypes  # ~2 ms; not ctypes.util.find_library, which runs ldconfig (~15 ms)
+
+            try:
+                libc = ctypes.CDLL(None)  # the interpreter's own symbols, libc's among them
+                libc.malloc_trim.argtypes = [ctypes.c_size_t]
+                libc.malloc_trim.restype = ctypes.c_int
+                libc.mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+                libc.mallopt.restype = ctypes.c_int
+                _glibc = libc
+            except (OSError, AttributeError):  # no malloc_trim or mallopt: not glibc
+                pass
+    return _glibc or None
 
 
 def private_arenas(limit: int = ARENAS) -> bool:
@@ -37,39 +58,14 @@ def private_arenas(limit: int = ARENAS) -> bool:
 
     Takes effect only before the process has 8 arenas (glibc fixes its limit then), so the
     job calls it before it creates a Kafka client; True if glibc took the setting."""
-    if not sys.platform.startswith("linux"):
-        return False
-    import ctypes  # ~2 ms; not ctypes.util.find_library, which runs ldconfig (~15 ms)
-
-    try:
-        libc = ctypes.CDLL(None)  # the interpreter's own symbols, libc's among them
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):  # no mallopt: not glibc
-        return False
-    if not hasattr(libc, "malloc_trim"):  # musl's mallopt is a stub that ignores it
-        return False
-    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-    mallopt.restype = ctypes.c_int
-    return bool(mallopt(M_ARENA_MAX, limit))
+    libc = _libc()
+    return libc is not None and bool(libc.mallopt(M_ARENA_MAX, limit))
 
 
 def release_free_memory() -> bool:
     """Return the heap's free pages to the OS; True if glibc's ``malloc_trim`` ran."""
-    global _trim
-    if _trim is None:
-        _trim = False
-        if sys.platform.startswith("linux"):
-            import ctypes
-            import ctypes.util
-
-            try:
-                libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-                _trim = libc.malloc_trim
-                _trim.argtypes = [ctypes.c_size_t]
-                _trim.restype = ctypes.c_int
-            except (OSError, AttributeError):  # musl and others: no malloc_trim
-                _trim = False
-    if _trim is False:
+    libc = _libc()
+    if libc is None:
         return False
-    _trim(0)
+    libc.malloc_trim(0)
     return True
