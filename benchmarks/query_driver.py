@@ -153,6 +153,8 @@ class Driver:
         busy: set[_Conn] = set()
         self.start = time.time()
         began = self.start  # the current on-phase's start: its schedule's origin
+        # the longest wait for answers when no request is due (a phase's change is one)
+        no_request_s = min(0.05, self.phase_s / 4) if self.phase_s else 0.05
         phase = -1
         i = 0
         while not self.stop.is_set():
@@ -193,8 +195,7 @@ class Driver:
                     self._fail(sel, conn, idle)
                 i += 1
             wait = max(0.0, min(0.05, began + i / self.rate - time.time()))
-            for key, _ in sel.select(wait if idle and on else 0.05 if not self.phase_s
-                                     else min(0.05, self.phase_s / 4)):
+            for key, _ in sel.select(wait if idle and on else no_request_s):
                 self._read(sel, key.data, idle, busy)
             now = time.time()
             for conn in [c for c in busy if now - c.began > 10]:

@@ -61,15 +61,14 @@ def count(h: Harness) -> None:
 
         def queries_run(r: int = r) -> None:
             if a.query_rate > 0:
+                load = {"rate": a.query_rate, "users": a.users, "partitions": a.partitions,
+                        "connections": a.query_connections}
                 runs.setdefault(QUERIES_KEY, []).append(_eo_once_more(
-                    h, r, QUERIES_KEY, f"q{r}", lambda: {"queries": {
-                        "rate": a.query_rate, "users": a.users, "partitions": a.partitions,
-                        "connections": a.query_connections}}))
+                    h, r, QUERIES_KEY, f"q{r}", lambda: {"queries": load}))
+                # odd rounds start with the load off: which kind of phase meets which moment
+                phased = {**load, "phase_s": a.query_phase_s, "off_first": r % 2 == 1}
                 runs.setdefault(QUERY_PHASES_KEY, []).append(_eo_once_more(
-                    h, r, QUERY_PHASES_KEY, f"qp{r}", lambda: {"queries": {
-                        "rate": a.query_rate, "users": a.users, "partitions": a.partitions,
-                        "connections": a.query_connections, "phase_s": a.query_phase_s,
-                        "off_first": r % 2 == 1}}))  # which kind of phase meets which moment
+                    h, r, QUERY_PHASES_KEY, f"qp{r}", lambda: {"queries": phased}))
 
         def metrics_run(r: int = r) -> None:
             runs.setdefault(METRICS_KEY, []).append(
