@@ -31,6 +31,7 @@ DEFAULT_COMMIT_MS = int_default("task.commit.ms")
 # read_committed become visible at commits, so 60 s would mean a 30 s median latency.
 EXACTLY_ONCE_COMMIT_MS = 100
 DEFAULT_TIMEOUT_MS = int_default("task.timeout.ms")
+DEFAULT_QUERY_LINGER_MS = int_default("job.query.linger.ms")
 DEFAULT_GUARANTEE = str_default("task.processing.guarantee")
 DEFAULT_BASE_DIR = str_default("job.logged.store.base.dir")
 STATE_PERMISSIONS = "job.state.permissions"
@@ -59,6 +60,7 @@ class JobConfig:
     partitioner: str = DEFAULT_PARTITIONER  # key -> input partition, see millpond.partitioner
     query_address: tuple[str, int] | None = None  # job.query.address: (host, port), or off
     query_token: str | None = None  # job.query.token: the endpoint's bearer token, or none
+    query_linger_ms: int = DEFAULT_QUERY_LINGER_MS  # job.query.linger.ms
 
 
 def parse_job(props: Properties) -> JobConfig:
@@ -97,6 +99,7 @@ def parse_job(props: Properties) -> JobConfig:
         partitioner=_partitioner(props),
         query_address=_address(props, "job.query.address"),
         query_token=props.get("job.query.token", "").strip() or None,
+        query_linger_ms=_int(props, "job.query.linger.ms"),
     )
 
 

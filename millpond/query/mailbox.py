@@ -51,7 +51,7 @@ class Mailbox:
         self._lock = threading.Lock()  # orders ask() against state changes
         self._state = "the job is starting (waiting for Kafka, checking its topics)"
         self._serving = False
-        self._pump: Callable[[Directory], None] | None = None
+        self._pump: Callable[[Directory, bool], None] | None = None
         self._served_at: float | None = None  # the run loop's last serve()
 
     # ---- the server's threads ---------------------------------------------------------
@@ -69,9 +69,9 @@ class Mailbox:
                                      f"{self.timeout_s:g}s (committing, rebalancing or "
                                      "waiting for Kafka); try again"})
 
-    def attach(self, pump: Callable[[Directory], None]) -> None:
-        """``pump(directory)`` runs in each :meth:`serve`: the endpoint's connections served
-        on the run loop's thread (:meth:`millpond.query.server.QueryServer.pump`)."""
+    def attach(self, pump: Callable[[Directory, bool], None]) -> None:
+        """``pump(directory, busy)`` runs in each :meth:`serve`: the endpoint's connections
+        served on the run loop's thread (:meth:`millpond.query.server.QueryServer.pump`)."""
         self._pump = pump
 
     def served_within(self, seconds: float) -> bool:
@@ -90,13 +90,14 @@ class Mailbox:
         """How many queries wait for the run loop (abandoned ones included)."""
         return len(self._queue)
 
-    def serve(self, directory: Directory) -> int:
+    def serve(self, directory: Directory, busy: bool = False) -> int:
         """Answer the waiting queries from ``directory``, oldest first, within this
         iteration's budget (``max_queries``, ``budget_s``), then the endpoint's connections
-        (:meth:`attach`); how many queries of the mailbox were answered."""
+        (:meth:`attach`; ``busy``: the loop's last poll filled a batch, so the endpoint may
+        let its requests linger); how many queries of the mailbox were answered."""
         self._served_at = self._clock()
         if self._pump is not None:
-            self._pump(directory)
+            self._pump(directory, busy)
         queue = self._queue
         if not queue:
             return 0

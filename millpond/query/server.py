@@ -52,7 +52,15 @@ import orjson
 from millpond.query.errors import QueryError
 from millpond.query.mailbox import Mailbox
 from millpond.query.page import StatusPage, is_public
-from millpond.query.reads import Answer, Directory, Query, answer_safely, token, untoken
+from millpond.query.reads import (
+    Answer,
+    Directory,
+    Query,
+    answer_safely,
+    get_one,
+    token,
+    untoken,
+)
 from millpond.query.render import BadKey, parse_key
 from millpond.query.routing import FORWARDED, SERVED_BY, Router, advertised_url, not_assigned
 from millpond.query.wire import Request, Wire, frame
@@ -176,8 +184,9 @@ def single(answer: Answer) -> Answer:
 
 class QueryServer:
     """The endpoint of one job process. Its connections are served by the run loop's
-    thread between two batches (:meth:`pump`, called from :meth:`Mailbox.serve`), which
-    answers a query of a partition held here at once; what needs more (a forward to another
+    thread between two batches (:meth:`pump`, called from :meth:`Mailbox.serve`; while the
+    loop is busy, at most once per ``linger_s``), which answers a query of a partition held
+    here at once; what needs more (a forward to another
     process, a scan of every partition, the page, ``/status``) goes to a worker thread
     (at most ``max_requests`` at a time, else 503 at once), which reads through ``mailbox``
     and, with a ``router``, forwards what another process holds. While the run loop has not
@@ -186,13 +195,15 @@ class QueryServer:
 
     def __init__(self, host: str, port: int, serdes: Serdes, mailbox: Mailbox,
                  router: Router | None = None, token: str | None = None,
-                 max_requests: int = MAX_REQUESTS) -> None:
+                 max_requests: int = MAX_REQUESTS, linger_s: float = 0.0) -> None:
         self.serdes = serdes
         self.mailbox = mailbox
         self.router = router
         self.token = token  # job.query.token: the bearer token requests need (see authorized)
         self.page: StatusPage | None = None  # the job's page and /status (query.page)
         self.max_requests = max_requests
+        self.linger_s = linger_s  # job.query.linger.ms: the busy loop's pumps this far apart
+        self._pumped_at = float("-inf")
         try:
             self._wire = Wire(host, port, self._on_request, max_connections=MAX_CONNECTIONS,
                               idle_timeout_s=IDLE_TIMEOUT_S)
@@ -238,9 +249,16 @@ class QueryServer:
         log.info("query endpoint stopped: the run loop served %d requests in %.3f CPU s",
                  self.pumped, self.pump_cpu_s)
 
-    def pump(self, directory: Directory | None) -> None:
+    def pump(self, directory: Directory | None, busy: bool = False) -> None:
         """Serve the connections now, on the calling thread (the run loop's, with the
-        ``directory`` of its open tasks); skipped while the watchdog is pumping."""
+        ``directory`` of its open tasks); skipped while the watchdog is pumping, and while
+        the loop is ``busy`` within ``linger_s`` of its last pump (job.query.linger.ms):
+        requests wait to be answered together, which costs the loop less than a few at a
+        time between every two batches."""
+        now = time.monotonic()
+        if busy and now - self._pumped_at < self.linger_s:
+            return
+        self._pumped_at = now
         if self._wire.lock.acquire(blocking=False):
             began = time.thread_time()
             try:
@@ -312,17 +330,21 @@ class QueryServer:
         plain_get = _plain_get(path)
         if plain_get is not None:  # the common query, read without the general parser
             store, partition, text = plain_get
-            if store not in self.serdes:
+            serdes = self.serdes.get(store)
+            if serdes is None:
                 return None
             try:
-                key = parse_key(self.serdes[store][0], text)
+                key = parse_key(serdes[0], text)
                 if partition is None:
                     if self.router is None:
                         return None
                     partition, forwarded = self.router.partition(key), False
             except (BadKey, ValueError, LookupError):
                 return None  # the worker's path answers the error
-            got = single(answer_safely(Query(store, partition, "get", keys=(key,)), directory))
+            try:
+                got = get_one(store, partition, key, directory)
+            except Exception as exc:  # noqa: BLE001 - answered 500, the job carries on
+                got = Answer(500, {"error": f"{type(exc).__name__}: {exc}"})
         else:
             segments = [s for s in urlsplit(path).path.strip("/").split("/") if s]
             if len(segments) != 4 or segments[0] != "stores":

@@ -38,18 +38,17 @@ log = logging.getLogger("millpond.query")
 MAX_HEAD = 64 * 1024  # a request's line and headers; more is answered 431 and closed
 RECV = 64 * 1024
 SWEEP_EVERY_S = 1.0  # how often idle connections are looked for
-_REASONS = {int(s): s.phrase for s in HTTPStatus}
+_STATUS_LINES = {int(s): f"HTTP/1.1 {int(s)} {s.phrase}\r\n".encode() for s in HTTPStatus}
 
 
 def frame(status: int, content_type: str, body: bytes,
           headers: Iterable[tuple[str, str]] = (), close: bool = False) -> bytes:
     """A whole HTTP/1.1 response."""
-    lines = [f"HTTP/1.1 {status} {_REASONS.get(status, '')}", f"Content-Type: {content_type}",
-             f"Content-Length: {len(body)}", "Cache-Control: no-store"]
-    lines += [f"{name}: {value}" for name, value in headers]
-    if close:
-        lines.append("Connection: close")
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+    extra = "".join([f"{name}: {value}\r\n" for name, value in headers])
+    return b"%sContent-Type: %s\r\nContent-Length: %d\r\nCache-Control: no-store\r\n%s%s\r\n%s" % (
+        _STATUS_LINES.get(status) or b"HTTP/1.1 %d \r\n" % status,
+        content_type.encode("latin-1"), len(body), extra.encode("latin-1"),
+        b"Connection: close\r\n" if close else b"", body)
 
 
 def _error(status: int, message: str) -> bytes:
@@ -172,6 +171,7 @@ class Wire:
         if self._closed:
             return 0
         now = self._clock()
+        flush: list[_Conn] = []
         for key, mask in self._selector.select(0 if self._ready or self._answered
                                                else timeout):
             if key.data == "listen":
@@ -196,10 +196,12 @@ class Wire:
                 continue
             conn.last = now
             self._queue(request, data)
-            self._write(conn)
+            flush.append(conn)
             if conn.requests and not conn.closed:
                 self._ready.append(conn)
-        handed = self._hand_on(context, max_requests)
+        handed = self._hand_on(context, max_requests, flush)
+        for conn in dict.fromkeys(flush):  # every answer computed first, then all sent
+            self._write(conn)
         if now - self._swept >= SWEEP_EVERY_S:
             self._sweep(now)
         return handed
@@ -270,7 +272,7 @@ class Wire:
         if conn.requests and not conn.waiting:
             self._ready.append(conn)
 
-    def _hand_on(self, context: Any, max_requests: int) -> int:
+    def _hand_on(self, context: Any, max_requests: int, flush: list[_Conn]) -> int:
         handed = 0
         while self._ready and handed < max_requests:
             conn = self._ready.popleft()
@@ -290,7 +292,7 @@ class Wire:
                 self._queue(request, data)
                 if handed >= max_requests:
                     break
-            self._write(conn)
+            flush.append(conn)
             if conn.requests and not conn.waiting and not conn.closed:
                 self._ready.append(conn)  # over this pump's share: the next pump goes on
         return handed

@@ -248,8 +248,9 @@ class Container:
 
                 host, port = self.config.job.query_address or ("127.0.0.1", 0)
                 token = self.config.job.query_token
-                self.query_server = QueryServer(host, port, self.store_serdes, self.queries,
-                                                token=token)
+                self.query_server = QueryServer(
+                    host, port, self.store_serdes, self.queries, token=token,
+                    linger_s=self.config.job.query_linger_ms / 1000)
                 # Any process answers any key: the group's assignment finds the owner, whose
                 # endpoint is in its client id (millpond.query.routing).
                 self.query_server.router = Router(

@@ -81,6 +81,9 @@ class TaskInstance:
     # input topic -> next offset as of the task's last commit (at open: where it resumed);
     # the crash points tell a commit that moves input from one that does not
     committed_offsets: dict[str, int] = field(default_factory=dict)
+    # its stores as live queries read them (millpond.tasks.queries): made at the first query
+    # and again after a commit, kept here so that they go when the task does
+    query_views: object | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if not self.committed_offsets:

@@ -27,13 +27,22 @@ class TaskDirectory:
         self.serdes = serdes
 
     def locate(self, partition: int) -> Open | Unavailable:
-        """The open task of ``partition``'s stores, else why it cannot be read here."""
+        """The open task of ``partition``'s stores, else why it cannot be read here. An open
+        task's views are made once and again only when it commits (a new snapshot, a new
+        set of keys touched since): most queries are one-key gets on the run loop's thread,
+        which should not build them each time. They are kept on the task, so they go
+        when it closes."""
         tasks = self.manager.tasks
         instance = tasks.get(partition)
-        name = task_name(partition)
         if instance is not None:
-            return Open({store: StoreView(*self.serdes[store], s.engine, s.cache, _committed(s))
-                         for store, s in instance.storage.stores.items()})
+            stores = instance.storage.stores
+            found = instance.query_views
+            if not isinstance(found, Open) or not _current(found, stores):
+                found = instance.query_views = Open({
+                    store: StoreView(*self.serdes[store], s.engine, s.cache, _committed(s))
+                    for store, s in stores.items()})
+            return found
+        name = task_name(partition)
         opener = self.manager.opener
         if partition in opener.pending:
             if opener.opening == partition:
@@ -48,6 +57,19 @@ class TaskDirectory:
         held = ", ".join(map(str, sorted(tasks))) or "none"
         return Unavailable(f"partition {partition} is not assigned to this process (it holds "
                            f"partitions: {held})", assigned=False)
+
+
+def _current(found: Open, stores: Mapping[str, OpenStore]) -> bool:
+    """Whether ``found``'s committed views are still those of ``stores`` (no commit since)."""
+    for name, s in stores.items():
+        committed = found.stores[name].committed
+        if committed is None:
+            if s.snapshot is not None and s.logged is not None:
+                return False
+        elif (committed.snapshot is not s.snapshot or s.logged is None
+              or committed.touched is not s.logged.touched):
+            return False
+    return True
 
 
 def _committed(store: OpenStore) -> Committed | None:

@@ -224,7 +224,7 @@ class RunLoop:
             self._metrics.refresh(self.consumer, now)
         if self._queries is not None:  # nothing is half done now: answer waiting queries
             mailbox, directory = self._queries
-            mailbox.serve(directory)
+            mailbox.serve(directory, busy=self._loaded)
 
     def _check_membership(self, now: float) -> None:
         """Replace a group consumer that never got back into its group.

@@ -55,6 +55,7 @@ job.container.memory.mb=512
 job.partitioner=consistent_random
 job.query.address=127.0.0.1:0
 job.query.token=s3cret
+job.query.linger.ms=20
 job.config.strict=true
 job.logged.store.base.dir=/tmp/millpond-state
 job.state.permissions=0700

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from millpond.query import Answer, Mailbox, Open, Query, StoreView, Unavailable
-from millpond.query.reads import answer, untoken
+from millpond.query.reads import Committed, answer, untoken
 from millpond.query.server import parse_request, single
 from millpond.serdes.builtins import BytesSerde, JsonSerde, LongSerde, StringSerde
 from millpond.stores import InMemoryEngine
@@ -215,8 +215,8 @@ def test_the_task_directory_says_open_opening_restoring_or_not_here() -> None:
                                         logged=None)}
     progress = SimpleNamespace(store="counts", records=300, remaining=700, seconds=1.23456)
     opener = SimpleNamespace(pending={2, 3}, opening=3, progress={"counts": progress})
-    manager = SimpleNamespace(tasks={1: SimpleNamespace(storage=SimpleNamespace(stores=stores))},
-                              opener=opener)
+    manager = SimpleNamespace(tasks={1: SimpleNamespace(storage=SimpleNamespace(stores=stores),
+                                                        query_views=None)}, opener=opener)
     directory = TaskDirectory(manager, {"counts": SERDES["counts"]})  # type: ignore[arg-type]
     found = directory.locate(1)
     assert isinstance(found, Open) and found.stores["counts"].cache is cache
@@ -360,7 +360,6 @@ def test_one_iteration_answers_the_queries_within_its_budget_the_rest_next() -> 
 
 
 def test_a_committed_query_reads_the_snapshot_for_keys_written_since(tmp_path: Any) -> None:
-    from millpond.query.reads import Committed
     from millpond.stores import RocksDbEngine
 
     engine = RocksDbEngine(tmp_path / "db")
@@ -436,3 +435,110 @@ def test_the_run_loops_plain_get_reads_a_path_as_the_general_parser_does(path: s
     assert isinstance(general, Query), general
     assert (general.store, general.partition, general.keys, general.committed) == \
         (store, partition or 0, (key,), False)
+
+
+def test_the_run_loops_one_key_get_answers_as_the_general_path_does() -> None:
+    """get_one (the run loop's short path for a one-key get) gives what the general path
+    and ``single`` give together, for every way a key can be held or refused."""
+    from millpond.query.reads import get_one
+
+    cache, view = cached_store()
+    cache.put_all([("clean", 1), ("gone", 2)])
+    cache.flush()
+    cache.put("dirty", {"n": [1, 2]})
+    cache.delete("gone")  # a dirty delete over the engine's value
+    view.engine.put(b"engine", b"3")  # only in the engine
+    json_keys = StoreView(JsonSerde(), JsonSerde(), view.engine, cached_store(JsonSerde())[0])
+    tasks = Tasks({0: {"counts": view, "json": json_keys}})
+    asked = [("counts", 0, key) for key in (b"clean", b"dirty", b"gone", b"engine", b"none")]
+    asked += [("json", 0, b'["a", 1]'), ("counts", 1, b"clean"), ("n", 0, b"1")]
+    for store, partition, kb in asked:
+        general = single(answer(Query(store, partition, "get", keys=(kb,)), tasks))
+        assert get_one(store, partition, kb, tasks) == general, (store, partition, kb)
+    assert get_one("counts", 0, b"dirty", tasks).body["value"] == {"n": [1, 2]}
+    assert get_one("counts", 0, b"gone", tasks).body["found"] is False
+    assert get_one("counts", 1, b"clean", tasks).status == 503
+    assert get_one("n", 0, b"1", tasks).status == 404
+
+
+def test_the_task_directory_makes_a_tasks_views_again_only_when_it_commits_or_reopens() -> None:
+    """The run loop's directory keeps an open task's views between queries (on the task),
+    and makes them again when a commit moves what committed reads see or the task is opened
+    anew."""
+    from types import SimpleNamespace
+
+    from millpond.tasks.queries import TaskDirectory
+
+    cache, view = cached_store()
+    logged = SimpleNamespace(touched={b"a"})
+    store = SimpleNamespace(engine=view.engine, cache=cache, snapshot=object(), logged=logged)
+
+    def instance() -> Any:
+        return SimpleNamespace(storage=SimpleNamespace(stores={"counts": store}),
+                               query_views=None)
+
+    manager = SimpleNamespace(tasks={0: instance()},
+                              opener=SimpleNamespace(pending=set(), opening=None, progress={}))
+    directory = TaskDirectory(manager, {"counts": SERDES["counts"]})  # type: ignore[arg-type]
+    first = directory.locate(0)
+    assert isinstance(first, Open) and directory.locate(0) is first
+    committed = first.stores["counts"].committed
+    assert committed is not None and committed.snapshot is store.snapshot
+    store.snapshot = object()  # a commit: a new snapshot, a new set of keys written since
+    logged.touched = set()
+    after_commit = directory.locate(0)
+    assert isinstance(after_commit, Open) and after_commit is not first
+    committed = after_commit.stores["counts"].committed
+    assert committed is not None and committed.snapshot is store.snapshot
+    assert committed.touched is logged.touched
+    logged.touched = None  # too many keys written since the commit to follow
+    overflowed = directory.locate(0)
+    assert isinstance(overflowed, Open) and overflowed is not after_commit
+    assert overflowed.stores["counts"].committed == Committed(store.snapshot, None)
+    manager.tasks = {0: instance()}  # revoked and opened again
+    reopened = directory.locate(0)
+    assert isinstance(reopened, Open) and reopened is not overflowed
+    assert manager.tasks[0].query_views is reopened  # kept on the task: they go with it
+
+
+def test_a_busy_run_loop_lets_requests_linger_then_answers_them_together() -> None:
+    """job.query.linger.ms: while the loop is busy it turns to the connections at most once
+    per linger; requests that came meanwhile wait, and the next turn answers them all."""
+    import select
+    import socket
+
+    from millpond.query.server import QueryServer
+
+    cache, view = cached_store()
+    cache.put("a", 1)
+    tasks = Tasks({0: {"counts": view}})
+    server = QueryServer("127.0.0.1", 0, SERDES, Mailbox(), linger_s=60.0)  # no watchdog
+    socks: list[socket.socket] = []
+    try:
+        server.pump(tasks, busy=True)  # a turn: the next busy one is a minute away
+        socks = [socket.create_connection(server.address, timeout=5) for _ in range(3)]
+        for s in socks:
+            s.sendall(b"GET /stores/counts/0/get?key=a HTTP/1.1\r\nHost: x\r\n\r\n")
+        for _ in range(20):  # busy iterations within the linger: nothing is served
+            server.pump(tasks, busy=True)
+        readable, _, _ = select.select(socks, [], [], 0.2)
+        assert readable == [] and server.pumped == 0
+        deadline = time.monotonic() + 5
+        while server.pumped < 3 and time.monotonic() < deadline:
+            server.pump(tasks, busy=False)  # idle: every iteration serves
+        assert server.pumped == 3
+        for s in socks:
+            s.settimeout(5)
+            data = b""
+            while not data.endswith(b"}"):
+                chunk = s.recv(4096)
+                assert chunk, "closed before the answer"
+                data += chunk
+            head, _, body = data.partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 200 ")
+            assert json.loads(body) == {"store": "counts", "partition": 0, "key": "a",
+                                        "value": 1, "found": True}
+    finally:
+        for s in socks:
+            s.close()
+        server.stop()
