@@ -19,9 +19,11 @@ for any user.
 
 With ``--phase-s S`` the load is on for S seconds, off for S, on again... (``--off-first``:
 off, on, ...); at each phase's start the driver reads the job's progress (the sums of its
-tasks' ``processed`` and ``commits`` from ``/status/process``), so one run compares the job's
-rate with and without queries in interleaved phases (:func:`phase_rates`): drift of a shared
-machine's load over minutes hits both alike, which two separate runs do not get. A phase in
+tasks' ``processed`` and ``commits`` from ``/status/process``, with the job's time of
+reading them), so one run compares the job's rate with and without queries in interleaved
+phases (:func:`phase_rates`): drift of a shared machine's load over minutes hits both alike,
+which two separate runs do not get, and each on phase is compared with the off phases
+beside it. A phase in
 which a task committed is left out of both: the job's first commit comes at the same time in
 every run, so it would always fall in the same kind of phase.
 """
@@ -73,25 +75,43 @@ def phase_rates(marks: list[list[Any]], until: float | None = None) -> dict[str,
     """The job's msg/s with the load on and off from ``marks`` ([time, on, processed,
     commits] at each phase's start): intervals between consecutive marks in which the job was
     processing (processed above 0 at the start and, when ``until`` (the total) is given,
-    below it at the end) and no task committed. None without an interval of each kind."""
+    below it at the end) and no task committed. ``pair_losses``: each such on phase's loss
+    against the mean rate of the such off phases next to it (before and after), so a drift
+    of the machine over the run cancels phase by phase. None without an interval of each
+    kind."""
     done = {True: [0.0, 0], False: [0.0, 0]}  # on -> [seconds, records]
+    rates: list[tuple[bool, float] | None] = []  # each interval: (on, msg/s), None: left out
     for (t0, on, p0, c0), (t1, _, p1, c1) in zip(marks, marks[1:], strict=False):
         if p0 is None or p1 is None or p0 <= 0 or t1 <= t0 or (until is not None and p1 >= until):
+            rates.append(None)
             continue
         if c0 != c1:  # a commit inside: not a phase of processing alone
+            rates.append(None)
             continue
         done[bool(on)][0] += t1 - t0
         done[bool(on)][1] += p1 - p0
+        rates.append((bool(on), (p1 - p0) / (t1 - t0)))
     if not done[True][0] or not done[False][0]:
         return None
     on_rate, off_rate = done[True][1] / done[True][0], done[False][1] / done[False][0]
+    pairs = []
+    for i, phase in enumerate(rates):
+        if phase is None or not phase[0]:
+            continue
+        beside = [n[1] for n in (rates[i - 1] if i else None,
+                                 rates[i + 1] if i + 1 < len(rates) else None)
+                  if n is not None and not n[0]]
+        if beside:
+            pairs.append(1 - phase[1] / (sum(beside) / len(beside)))
     return {"on_msgs_per_s": on_rate, "off_msgs_per_s": off_rate, "on_s": done[True][0],
-            "off_s": done[False][0], "loss": 1 - on_rate / off_rate if off_rate else None}
+            "off_s": done[False][0], "loss": 1 - on_rate / off_rate if off_rate else None,
+            "pair_losses": pairs}
 
 
-def progress(host: str, port: int) -> tuple[int | None, int | None]:
-    """The sums of the job's tasks' ``processed`` and ``commits`` from its
-    ``/status/process`` (None, None: no answer yet)."""
+def progress(host: str, port: int) -> tuple[float | None, int | None, int | None]:
+    """The job's own time of reading its progress and the sums of its tasks' ``processed``
+    and ``commits``, from its ``/status/process`` (all None: no answer yet). The job's time,
+    not the driver's: the request may wait for the run loop (``job.query.linger.ms``)."""
     import http.client
 
     conn = http.client.HTTPConnection(host, port, timeout=2)
@@ -99,12 +119,13 @@ def progress(host: str, port: int) -> tuple[int | None, int | None]:
         conn.request("GET", "/status/process")
         answer = conn.getresponse()
         if answer.status != 200:
-            return None, None
-        tasks = json.loads(answer.read())["tasks"]
-        return (sum(int(t.get("processed") or 0) for t in tasks),
+            return None, None, None
+        status = json.loads(answer.read())
+        tasks = status["tasks"]
+        return (float(status["time"]), sum(int(t.get("processed") or 0) for t in tasks),
                 sum(int(t.get("commits") or 0) for t in tasks))
     except (OSError, ValueError, KeyError):
-        return None, None
+        return None, None, None
     finally:
         conn.close()
 
@@ -165,7 +186,9 @@ class Driver:
                 on = (current % 2 == 0) != self.off_first
                 if current != phase:  # a phase starts: where the job is, then its load
                     phase = current
-                    self.marks.append([time.time(), on, *progress(self.host, self.port)])
+                    asked = time.time()
+                    at, processed, commits = progress(self.host, self.port)
+                    self.marks.append([at or asked, on, processed, commits])
                     now = began = time.time()
                     i = 0
             behind = int((now - began - MAX_LAG_S) * self.rate)

@@ -353,13 +353,18 @@ def _sessions_targets(add: Any, ses: dict[str, Any]) -> None:
             + ("" if mb is None else f" at {mb} MB"))
 
 
-def _phase_losses(phased: dict[str, Any] | None) -> list[float]:
-    """Each good phased run's loss: 1 - msg/s in its queries-on phases / in its off ones."""
+def _phase_losses(phased: dict[str, Any] | None) -> list[list[float]]:
+    """Each good phased run's losses: each on phase's (1 - its msg/s / that of the off
+    phases beside it), or for a run recorded without them, its one loss over all phases."""
     out = []
     for run in (phased or {}).get("runs") or []:
         phases = (run.get("queries") or {}).get("phases") or {}
-        if run.get("ok") and run.get("correct") and phases.get("loss") is not None:
-            out.append(phases["loss"])
+        if not (run.get("ok") and run.get("correct")):
+            continue
+        if phases.get("pair_losses"):
+            out.append(list(phases["pair_losses"]))
+        elif phases.get("loss") is not None:
+            out.append([phases["loss"]])
     return out
 
 
@@ -376,11 +381,15 @@ def _query_targets(add: Any, eo: dict[str, Any], on: dict[str, Any],
     r = paired_ratio(on, eo, "msgs_per_s")
     if losses:
         phase_s = (((phased or {}).get("runs") or [{}])[0].get("queries") or {}).get("phase_s")
-        add(target, statistics.median(losses), QUERY_COST, "cost",
-            f"1 - msg/s in the {phase_s:g} s phases serving {rate:g} gets/s / msg/s in the "
-            "phases between them, within one run (shared-machine drift hits both; phases "
-            "with a commit left out of both), median of the runs", higher_is_better=False,
-            spread={"min": min(losses), "max": max(losses)}, row="count queries", short=short)
+        pooled = [loss for run in losses for loss in run]
+        per_run = [statistics.median(run) for run in losses]
+        add(target, statistics.median(pooled), QUERY_COST, "cost",
+            f"1 - msg/s in a {phase_s:g} s phase serving {rate:g} gets/s / msg/s in the "
+            "phases without beside it, within one run (shared-machine drift hits both; "
+            f"phases with a commit left out), median of {len(pooled)} phases of "
+            f"{len(losses)} runs; the spread is the runs' medians", higher_is_better=False,
+            spread={"min": min(per_run), "max": max(per_run)}, row="count queries",
+            short=short)
     if r:
         # the target without phased runs, else shown beside theirs
         name, goal, label = ((target, QUERY_COST, short) if not losses else

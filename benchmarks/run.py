@@ -98,7 +98,7 @@ FULL = {"messages": 2_000_000, "users": 100_000, "faust_messages": 30_000,
         "skew_messages": 2_000_000, "skew_users": 1_000_000, "rss_messages": 2_000_000,
         "rss_users": 1_000_000, "snapshot_records": 4_000_000, "memcap_keys": 1_600_000,
         "latency_rates": "5000,20000", "latency_seconds": 30.0, "latency_runs": 3,
-        "join_table_rows": 1_000_000, "query_phase_s": 1.0}
+        "join_table_rows": 1_000_000, "query_phase_s": 0.5}
 QUICK = {"messages": 20_000, "users": 2_000, "faust_messages": 5_000, "store_ops": 20_000,
          "hot_ops": 20_000, "spark_records": 20_000, "spark_large_records": 2_000, "spark_bootstrap_records": 20_000,
          "large_records": 5_000,
@@ -188,7 +188,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--query-phase-s", type=float,
                    help="the phases of the count's second queries run: the driver on for this "
                         "long, off as long, and so on, so one run has the job's rate with and "
-                        "without queries (default 1.0; --quick 0.02)")
+                        "without queries (default 0.5; --quick 0.02)")
     p.add_argument("--query-connections", type=int, default=128,
                    help="the query driver's keep-alive connections (default 128: an answer "
                         "waits for the run loop's next iteration, ~100 ms on a loaded machine, "
