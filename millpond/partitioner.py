@@ -87,4 +87,4 @@ def partition_of(key: bytes | None, partitions: int, name: str = DEFAULT_PARTITI
     if not key and name == "consistent_random":
         raise ValueError("consistent_random sends a message with an empty key to a random "
                          "partition: it has no partition to compute")
-    return partitioner(name)(key, partitions)
+    return PARTITIONERS[name][0](key, partitions)

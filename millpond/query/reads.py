@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -150,13 +150,18 @@ def untoken(text: str) -> bytes:
         raise ValueError(f"{text!r:.40} is not a continuation token") from exc
 
 
-def answer_safely(query: Query, directory: Directory) -> Answer:
-    """:func:`answer`, with a read that fails answered 500 instead of raised: it runs on the
+def safely(read: Callable[..., Answer], *args: Any) -> Answer:
+    """``read(*args)``, with a read that fails answered 500 instead of raised: it runs on the
     run loop's thread, and a bad read must not stop the job."""
     try:
-        return answer(query, directory)
+        return read(*args)
     except Exception as exc:  # noqa: BLE001 - answered, the job carries on
         return Answer(500, {"error": f"{type(exc).__name__}: {exc}"})
+
+
+def answer_safely(query: Query, directory: Directory) -> Answer:
+    """:func:`answer` through :func:`safely`."""
+    return safely(answer, query, directory)
 
 
 def answer(query: Query, directory: Directory) -> Answer:
@@ -233,10 +238,10 @@ def _read(view: StoreView, kb: bytes, key: Any, cache: Overlay | None,
           committed: Committed | None) -> Any:
     """The value of ``key`` (serialized: ``kb``) or None, read from ``committed`` or
     ``cache`` over the engine."""
-    value: Any = NOT_CACHED
     if committed is not None:
         data = committed.snapshot.get(kb)
         return None if data is None else view.msg_serde.from_bytes(data)
+    value: Any = NOT_CACHED
     if cache is not None:
         try:
             value = cache.peek(key)

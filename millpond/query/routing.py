@@ -27,7 +27,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from millpond.partitioner import partition_of
-from millpond.partitioner import partitioner as partitioner_fn
 from millpond.query.reads import Answer
 
 FORWARDED = "Millpond-Forwarded"  # request header: answer here, do not forward again
@@ -99,7 +98,6 @@ class Router:
                  timeout_s: float = FORWARD_TIMEOUT_S) -> None:
         self.owners = owners
         self.partitioner = partitioner
-        self._partition_of = partitioner_fn(partitioner)
         self.self_url = self_url
         self.timeout_s = timeout_s
         self.token: str | None = None  # job.query.token, sent with every forward
@@ -109,9 +107,7 @@ class Router:
         """The partition (task) of the serialized ``key`` (ValueError if none)."""
         if self.partitions is None:
             raise LookupError("the job is starting (its partition count is not known yet)")
-        if not key:  # consistent_random has no partition for it: partition_of says so
-            return partition_of(key, self.partitions, self.partitioner)
-        return self._partition_of(key, self.partitions)
+        return partition_of(key, self.partitions, self.partitioner)
 
     def forward(self, url: str, path: str) -> tuple[Answer, str]:
         """``GET url+path`` at another process: its answer and who answered; a failed

@@ -58,6 +58,7 @@ from millpond.query.reads import (
     Query,
     answer_safely,
     get_one,
+    safely,
     token,
     untoken,
 )
@@ -341,10 +342,7 @@ class QueryServer:
                     partition, forwarded = self.router.partition(key), False
             except (BadKey, ValueError, LookupError):
                 return None  # the worker's path answers the error
-            try:
-                got = get_one(store, partition, key, directory)
-            except Exception as exc:  # noqa: BLE001 - answered 500, the job carries on
-                got = Answer(500, {"error": f"{type(exc).__name__}: {exc}"})
+            got = safely(get_one, store, partition, key, directory)
         else:
             segments = [s for s in urlsplit(path).path.strip("/").split("/") if s]
             if len(segments) != 4 or segments[0] != "stores":

@@ -171,7 +171,6 @@ class Wire:
         if self._closed:
             return 0
         now = self._clock()
-        flush: list[_Conn] = []
         for key, mask in self._selector.select(0 if self._ready or self._answered
                                                else timeout):
             if key.data == "listen":
@@ -196,12 +195,10 @@ class Wire:
                 continue
             conn.last = now
             self._queue(request, data)
-            flush.append(conn)
+            self._write(conn)
             if conn.requests and not conn.closed:
                 self._ready.append(conn)
-        handed = self._hand_on(context, max_requests, flush)
-        for conn in dict.fromkeys(flush):  # every answer computed first, then all sent
-            self._write(conn)
+        handed = self._hand_on(context, max_requests)
         if now - self._swept >= SWEEP_EVERY_S:
             self._sweep(now)
         return handed
@@ -272,7 +269,7 @@ class Wire:
         if conn.requests and not conn.waiting:
             self._ready.append(conn)
 
-    def _hand_on(self, context: Any, max_requests: int, flush: list[_Conn]) -> int:
+    def _hand_on(self, context: Any, max_requests: int) -> int:
         handed = 0
         while self._ready and handed < max_requests:
             conn = self._ready.popleft()
@@ -292,7 +289,7 @@ class Wire:
                 self._queue(request, data)
                 if handed >= max_requests:
                     break
-            flush.append(conn)
+            self._write(conn)
             if conn.requests and not conn.waiting and not conn.closed:
                 self._ready.append(conn)  # over this pump's share: the next pump goes on
         return handed

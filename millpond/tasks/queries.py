@@ -6,13 +6,13 @@ task table, the opener's progress and the stores are never read while they chang
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from millpond.changelog.checkpoint import task_name
 from millpond.job import Job
 from millpond.query import Open, StoreView, Unavailable
-from millpond.query.reads import Committed
+from millpond.query.reads import Committed, PointReader
 from millpond.serdes import Serde
 from millpond.tasks.manager import TaskManager
 from millpond.tasks.storage import OpenStore
@@ -62,21 +62,27 @@ class TaskDirectory:
 def _current(found: Open, stores: Mapping[str, OpenStore]) -> bool:
     """Whether ``found``'s committed views are still those of ``stores`` (no commit since)."""
     for name, s in stores.items():
-        committed = found.stores[name].committed
-        if committed is None:
-            if s.snapshot is not None and s.logged is not None:
+        committed, now = found.stores[name].committed, _commit_state(s)
+        if committed is None or now is None:
+            if committed is not now:  # a store's first commit (or its snapshot gone)
                 return False
-        elif (committed.snapshot is not s.snapshot or s.logged is None
-              or committed.touched is not s.logged.touched):
+        elif committed.snapshot is not now[0] or committed.touched is not now[1]:
             return False
     return True
 
 
-def _committed(store: OpenStore) -> Committed | None:
-    """The store as of its task's last commit, if it keeps a snapshot (committed reads)."""
+def _commit_state(store: OpenStore) -> tuple[PointReader, Collection[bytes] | None] | None:
+    """The snapshot of ``store``'s last commit and the keys written since, if it keeps a
+    snapshot (committed reads)."""
     if store.snapshot is None or store.logged is None:
         return None
-    return Committed(store.snapshot, store.logged.touched)  # None: overflowed
+    return store.snapshot, store.logged.touched  # touched None: overflowed
+
+
+def _committed(store: OpenStore) -> Committed | None:
+    """The store as of its task's last commit, if it keeps a snapshot (committed reads)."""
+    state = _commit_state(store)
+    return None if state is None else Committed(*state)
 
 
 def group_owners(job: Job) -> Callable[[], dict[int, tuple[str, str]]]:
