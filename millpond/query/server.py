@@ -1,4 +1,5 @@
-"""The HTTP side of the query endpoint: JSON in and out over :mod:`millpond.query.wire`.
+"""The HTTP side of the query endpoint: JSON in and out; the connections are the front
+process's (:mod:`millpond.query.channel`).
 
 Endpoints (every one a GET; ``<p>`` is a partition, i.e. the task ``Partition <p>``)::
 
@@ -29,8 +30,9 @@ wait on worker threads (answered at once).
 
 The job's page (``/``) and its ``/status`` are :mod:`millpond.query.page`'s.
 
-Every read of a store happens on the run loop's thread: it serves the connections between
-two batches (:meth:`QueryServer.pump`) and answers a query of a partition held here at once;
+Every read of a store happens on the run loop's thread: it takes the requests that came
+between two batches (:meth:`QueryServer.pump`) and answers a query of a partition held here
+at once;
 the worker threads (forwards, scans of every partition, the page) read through
 :mod:`millpond.query.mailbox`.
 """
@@ -49,6 +51,7 @@ from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
 
 import orjson
 
+from millpond.query.channel import Channel
 from millpond.query.errors import QueryError
 from millpond.query.mailbox import Mailbox
 from millpond.query.page import StatusPage, is_public
@@ -64,7 +67,7 @@ from millpond.query.reads import (
 )
 from millpond.query.render import BadKey, parse_key
 from millpond.query.routing import FORWARDED, SERVED_BY, Router, advertised_url, not_assigned
-from millpond.query.wire import Request, Wire, frame
+from millpond.query.wire import Request, frame
 from millpond.serdes import Serde
 
 log = logging.getLogger("millpond.query")
@@ -184,11 +187,12 @@ def single(answer: Answer) -> Answer:
 
 
 class QueryServer:
-    """The endpoint of one job process. Its connections are served by the run loop's
-    thread between two batches (:meth:`pump`, called from :meth:`Mailbox.serve`; while the
-    loop is busy, at most once per ``linger_s``), which answers a query of a partition held
-    here at once; what needs more (a forward to another
-    process, a scan of every partition, the page, ``/status``) goes to a worker thread
+    """The endpoint of one job process. Its requests (from the front process that holds the
+    connections) are taken by the run loop's thread between two batches (:meth:`pump`,
+    called from :meth:`Mailbox.serve`; while the loop is busy, at most once per
+    ``linger_s``), which answers a query of a partition held here at once; what needs more
+    (a forward to another process, a scan of every partition, the page, ``/status``) goes
+    to a worker thread
     (at most ``max_requests`` at a time, else 503 at once), which reads through ``mailbox``
     and, with a ``router``, forwards what another process holds. While the run loop has not
     pumped for ``STALL_S`` (starting, restoring a big store, a long commit, stopping), a
@@ -206,8 +210,8 @@ class QueryServer:
         self.linger_s = linger_s  # job.query.linger.ms: the busy loop's pumps this far apart
         self._pumped_at = float("-inf")
         try:
-            self._wire = Wire(host, port, self._on_request, max_connections=MAX_CONNECTIONS,
-                              idle_timeout_s=IDLE_TIMEOUT_S)
+            self._wire = Channel(host, port, self._on_request,
+                                 max_connections=MAX_CONNECTIONS, idle_timeout_s=IDLE_TIMEOUT_S)
         except OSError as exc:
             raise QueryError(f"job.query.address: cannot listen on {host}:{port}: "
                              f"{exc.strerror or exc}") from exc

@@ -1,11 +1,13 @@
 """HTTP/1.1 connections served by whichever thread calls :meth:`Wire.pump`, no thread each.
 
-Why not a thread per connection (the stdlib ``ThreadingHTTPServer`` this replaced): the job's
-run loop is CPU-bound Python, and every hand-over between it and a request's thread waits for
-the GIL (up to the 5 ms switch interval) and costs a forced switch. At 1,000 gets/s that took
-40-70% of a count job's throughput (benchmarks/results.md, issue #33). Here the run loop
-itself calls ``pump`` between two batches: one ``select`` with no wait, then each complete
-request answered on its own thread, no lock handed over and no thread woken.
+The endpoint's front process (:mod:`millpond.query.front`) runs one, so that a job's run loop
+handles requests, not sockets (:mod:`millpond.query.channel` says why). Why not a thread per
+connection (the stdlib ``ThreadingHTTPServer`` the endpoint began with): in a process whose
+main thread is CPU-bound Python, every hand-over between it and a request's thread waits for
+the GIL (up to the 5 ms switch interval) and costs a forced switch; at 1,000 gets/s that took
+40-70% of a count job's throughput (benchmarks/results.md, issue #33). Here one thread pumps:
+one ``select``, then each complete request handed on on that thread, no lock handed over and
+no thread woken.
 
 Requests are parsed by ``httptools`` (the C parser uvicorn uses, llhttp: the HTTP framing,
 chunked bodies and malformed input handled by a well-kept library); this module keeps the
@@ -56,6 +58,20 @@ def _error(status: int, message: str) -> bytes:
     return frame(status, "application/json", body, close=True)
 
 
+def listen(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on host:port."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(128)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
 @dataclass
 class Request:
     """One parsed request: ``headers`` by lower-case name."""
@@ -64,7 +80,7 @@ class Request:
     path: str
     headers: dict[str, str]
     keep_alive: bool
-    conn: _Conn = field(repr=False)
+    conn: Any = field(repr=False)  # the wire's _Conn; the channel's (front, request id)
 
 
 class _Conn:
@@ -107,6 +123,16 @@ class _Conn:
         return self.unparsed > MAX_HEAD
 
 
+class _Reader:
+    """Another socket the wire's selector watches: ``callback`` runs on the pumping thread
+    when it is readable."""
+
+    __slots__ = ("callback",)
+
+    def __init__(self, callback: Callable[[], None]) -> None:
+        self.callback = callback
+
+
 class Wire:
     """A listening socket and its connections, served by :meth:`pump` calls (one thread at a
     time: the caller holds :attr:`lock`)."""
@@ -114,21 +140,14 @@ class Wire:
     def __init__(self, host: str, port: int,
                  on_request: Callable[[Request, Any], bytes | None],
                  max_connections: int = 1024, idle_timeout_s: float = 10.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 listener: socket.socket | None = None) -> None:
         self.on_request = on_request
         self.max_connections = max_connections
         self.idle_timeout_s = idle_timeout_s
         self.lock = threading.Lock()  # whoever pumps holds it
         self._clock = clock
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        self._listener = socket.socket(family, socket.SOCK_STREAM)
-        try:
-            self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            self._listener.bind((host, port))
-            self._listener.listen(128)
-        except OSError:
-            self._listener.close()
-            raise
+        self._listener = listener if listener is not None else listen(host, port)
         self._listener.setblocking(False)
         self._selector = selectors.DefaultSelector()
         self._selector.register(self._listener, selectors.EVENT_READ, "listen")
@@ -141,6 +160,7 @@ class Wire:
         self._answered: collections.deque[tuple[Request, bytes]] = collections.deque()
         self._closed = False
         self._swept = clock()
+        self._pumper: int | None = None  # the thread in pump() (respond() need not wake it)
 
     @property
     def address(self) -> tuple[str, int]:
@@ -152,15 +172,56 @@ class Wire:
         return len(self._conns)
 
     # ---- any thread ---------------------------------------------------------------------
-    def respond(self, request: Request, data: bytes) -> None:
-        """The answer to a request ``on_request`` left for later; written by the next pump."""
+    def respond(self, request: Request, data: bytes, close: bool = False) -> None:
+        """The answer to a request ``on_request`` left for later; written by the next pump
+        (``close``: then the connection is closed)."""
         if self._closed:
             return
+        if close:
+            request.keep_alive = False
         self._answered.append((request, data))
+        if threading.get_ident() != self._pumper:
+            self.wake()
+
+    def wake(self) -> None:
+        """Make a pump waiting in select() return now."""
         try:
-            self._wake_w.send(b"\0")  # a pump waiting in select() returns now
+            self._wake_w.send(b"\0")
         except OSError:
             pass  # the wake socket is full: a pump is due anyway
+
+    @property
+    def writing(self) -> bool:
+        """Whether answers wait to be written (given to :meth:`respond` or not yet taken by
+        their sockets)."""
+        return bool(self._answered) or any(conn.out for conn in self._conns)
+
+    def add_reader(self, sock: socket.socket, callback: Callable[[], None]) -> None:
+        """Watch ``sock`` too: ``callback()`` runs inside :meth:`pump` when it is readable
+        (its answers given with :meth:`respond` are written by the same pump)."""
+        self._selector.register(sock, selectors.EVENT_READ, _Reader(callback))
+
+    def remove_reader(self, sock: socket.socket) -> None:
+        """Stop watching a socket of :meth:`add_reader`."""
+        try:
+            self._selector.unregister(sock)
+        except (KeyError, ValueError):
+            pass
+
+    def stop_reading(self) -> None:
+        """Accept no more connections and read no more requests; answers still go out."""
+        with self.lock:
+            try:
+                self._selector.unregister(self._listener)
+            except (KeyError, ValueError):
+                pass
+            for conn in list(self._conns):
+                conn.closing = True
+                conn.requests.clear()
+                if not conn.waiting and not conn.out:
+                    self._drop(conn)
+                else:
+                    self._watch(conn)
 
     # ---- the pumping thread -------------------------------------------------------------
     def pump(self, timeout: float, context: Any = None, max_requests: int = 64) -> int:
@@ -171,9 +232,18 @@ class Wire:
         if self._closed:
             return 0
         now = self._clock()
+        self._pumper = threading.get_ident()
+        try:
+            return self._pump(now, timeout, context, max_requests)
+        finally:
+            self._pumper = None
+
+    def _pump(self, now: float, timeout: float, context: Any, max_requests: int) -> int:
         for key, mask in self._selector.select(0 if self._ready or self._answered
                                                else timeout):
-            if key.data == "listen":
+            if type(key.data) is _Reader:
+                key.data.callback()
+            elif key.data == "listen":
                 self._accept(now)
             elif key.data == "wake":
                 try:
