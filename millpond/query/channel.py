@@ -11,7 +11,8 @@ work: every socket call of it would wait for the run loop to hand over the GIL.
 The job keeps the listening socket (so its port stays the job's while it runs) and passes it
 to the front. The front lives as long as the channel: when the job process stops or dies,
 the front answers what it still holds 503 and exits; when the front dies, the next pump
-starts another on the same socket (at most one start per ``RESTART_S``).
+starts another on the same socket, RESTART_S after, or twice as long as the last wait (at
+most MAX_RESTART_S) when the one that died had lived less than STEADY_S.
 
 Frames on the channel: a 4-byte little-endian length, then ``marshal`` of
 ``(id, method, path, headers, keep_alive)`` (front -> job; ``headers``: those of
@@ -40,7 +41,9 @@ log = logging.getLogger("millpond.query")
 
 PASSED_HEADERS = ("authorization", "millpond-forwarded")  # what the job reads of a request
 RECV = 256 * 1024  # read at most this much of the channel per pump
-RESTART_S = 1.0  # a front that died is started again at most this often
+RESTART_S = 1.0  # a front that died is started again this long after
+MAX_RESTART_S = 60.0  # ... or up to this long, doubling, while fronts die young
+STEADY_S = 10.0  # a front that lived this long died of something else: wait RESTART_S again
 CLOSE_S = 5.0  # close(): how long the front gets to answer the rest and exit
 ANSWER_TIMEOUT_S = 30.0  # the front answers 503 to a request the job left this long
 _LEN = struct.Struct("<I")
@@ -90,12 +93,14 @@ class Channel:
         self._proc: subprocess.Popen[bytes] | None = None
         self._generation = 0  # the front's: answers to an earlier one's requests are dropped
         self._started = float("-inf")
+        self._lost_at = float("-inf")
+        self.restart_s = RESTART_S  # the wait before the next start, once a front died
         self._in = bytearray()
         self._out = bytearray()
         self._ready: collections.deque[Request] = collections.deque()
         self._answered: collections.deque[tuple[Request, bytes]] = collections.deque()
         self._closed = False
-        self.restarts = 0  # fronts started after the first one died
+        self.restarts = 0  # fronts that died (each started again)
         try:
             self._start()
         except OSError:
@@ -132,16 +137,13 @@ class Channel:
         if self._closed:
             return 0
         if self._sock is None:
-            if time.monotonic() - self._started < RESTART_S:
+            if time.monotonic() - self._lost_at < self.restart_s:
+                if timeout > 0:
+                    self._wait(timeout)  # no front yet: wait as asked, do not spin
                 return 0
             self._start()
         if timeout > 0 and not self._ready and not self._answered:
-            if self._selector.select(timeout):
-                try:
-                    while self._wake_r.recv(4096):
-                        pass
-                except OSError:
-                    pass
+            self._wait(timeout)
         if len(self._ready) < max_requests:
             self._receive()
         out = self._out
@@ -165,6 +167,15 @@ class Channel:
         if out:
             self._send()
         return handed
+
+    def _wait(self, timeout: float) -> None:
+        """At most ``timeout`` s for the front's requests or an answer from a worker."""
+        if self._selector.select(timeout):
+            try:
+                while self._wake_r.recv(4096):
+                    pass
+            except OSError:
+                pass
 
     def _receive(self) -> None:
         sock = self._sock
@@ -222,7 +233,7 @@ class Channel:
 
     def _lost(self, why: str) -> None:
         """The front is gone (``why``): what it held is dropped; the next pump starts
-        another once RESTART_S have passed since this one started."""
+        another after :attr:`restart_s`."""
         sock, proc = self._sock, self._proc
         self._sock = None
         if sock is not None:
@@ -240,10 +251,18 @@ class Channel:
                 code = proc.wait(timeout=5)
         if self._closed:
             return
+        now = time.monotonic()
+        lived = now - self._started
+        if self.restarts and lived < STEADY_S:
+            self.restart_s = min(MAX_RESTART_S, self.restart_s * 2)
+        else:
+            self.restart_s = RESTART_S
+        self._lost_at = now
         self.restarts += 1
-        log.error("query endpoint: its front process (pid %s) stopped (%s; exit code %s): "
-                  "starting another on the same port; the requests it held are lost",
-                  proc.pid if proc is not None else "?", why, code)
+        log.error("query endpoint: its front process (pid %s) stopped after %.1fs (%s; exit "
+                  "code %s): another starts on the same port in %gs; the requests it held "
+                  "are lost", proc.pid if proc is not None else "?", lived, why, code,
+                  self.restart_s)
 
     def close(self) -> None:
         """Send what is left, let the front answer the rest 503 and exit (at most

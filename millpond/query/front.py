@@ -6,9 +6,9 @@ Started by :class:`millpond.query.channel.Channel` with the job's listening sock
 of a socket pair. It accepts, reads and parses requests (:class:`millpond.query.wire.Wire`),
 sends each to the job over the channel and writes the job's answers back, in each
 connection's order. It exits when the channel ends (the job stopped or died), after answering
-what it still held 503; it ignores SIGINT and SIGTERM, which are the job's to handle (a
-Ctrl-C reaches the whole process group). A request the job has not answered within
-ANSWER_S seconds (the job is stopped or hung) is answered 503.
+what it still held 503. It runs in a process group of its own (a Ctrl-C at the terminal
+reaches the job alone) and ignores SIGINT and SIGTERM: stopping is the job's. A request the
+job has not answered within ANSWER_S seconds (the job is stopped or hung) is answered 503.
 """
 
 from __future__ import annotations

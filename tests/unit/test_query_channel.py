@@ -214,6 +214,45 @@ def test_a_request_the_job_leaves_is_answered_503_by_the_front() -> None:
             assert 0.5 <= time.monotonic() - started < 5
 
 
+def test_fronts_that_die_young_are_started_again_ever_more_slowly(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    import millpond.query.channel as module
+
+    monkeypatch.setattr(module, "RESTART_S", 0.05)
+    monkeypatch.setattr(sys, "executable", "/bin/false")  # a front that cannot start
+    with pumped(lambda request, context: ok("x")) as (channel, _):
+        deadline = time.monotonic() + 10
+        while channel.restarts < 4:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        waits = [r.getMessage() for r in caplog.records if "front process" in r.getMessage()]
+    assert "exit code 1" in waits[0] and "in 0.05s" in waits[0]
+    assert [w.split(" in ")[-1].split("s;")[0] for w in waits[:4]] == ["0.05", "0.1", "0.2",
+                                                                        "0.4"]
+
+
+def test_a_pump_without_a_front_waits_as_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The watchdog pumps with a timeout in a loop: while no front runs, a pump must wait
+    that long, not return at once (a spinning thread)."""
+    import millpond.query.channel as module
+
+    monkeypatch.setattr(module, "RESTART_S", 30.0)
+    monkeypatch.setattr(sys, "executable", "/bin/false")
+    channel = Channel("127.0.0.1", 0, lambda request, context: ok("x"))
+    try:
+        deadline = time.monotonic() + 10
+        while channel.restarts < 1:
+            assert time.monotonic() < deadline
+            channel.pump(0.05)
+        assert channel.front_pid is None
+        for _ in range(3):
+            started = time.monotonic()
+            assert channel.pump(0.2) == 0
+            assert time.monotonic() - started >= 0.15
+    finally:
+        channel.close()
+
+
 JOB = """
 import sys, time
 from millpond.query.channel import Channel
