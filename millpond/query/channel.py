@@ -104,7 +104,9 @@ class Channel:
         try:
             self._start()
         except OSError:
-            self._listener.close()
+            for s in (self._listener, self._wake_r, self._wake_w):
+                s.close()
+            self._selector.close()
             raise
 
     @property
@@ -141,7 +143,13 @@ class Channel:
                 if timeout > 0:
                     self._wait(timeout)  # no front yet: wait as asked, do not spin
                 return 0
-            self._start()
+            try:
+                self._start()
+            except OSError as exc:  # e.g. out of processes or descriptors: not the job's end
+                self._lost_at = time.monotonic()
+                log.error("query endpoint: cannot start its front process: %s; trying again "
+                          "in %gs", exc, self.restart_s)
+                return 0
         if timeout > 0 and not self._ready and not self._answered:
             self._wait(timeout)
         if len(self._ready) < max_requests:

@@ -249,8 +249,17 @@ def test_a_pump_without_a_front_waits_as_asked(monkeypatch: pytest.MonkeyPatch) 
             started = time.monotonic()
             assert channel.pump(0.2) == 0
             assert time.monotonic() - started >= 0.15
+        # a start that fails (out of processes, say) is logged and tried again later; the
+        # run loop's pump does not raise
+        monkeypatch.setattr(module.subprocess, "Popen", _no_process)
+        channel.restart_s = 0.0
+        assert channel.pump(0.0) == 0 and channel.front_pid is None
     finally:
         channel.close()
+
+
+def _no_process(*args: Any, **kwargs: Any) -> Any:
+    raise BlockingIOError(11, "Resource temporarily unavailable")
 
 
 JOB = """
