@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from millpond.query.wire import Request, _error, listen
+from millpond.query.wire import Request, Waker, handle_safely, listen
 
 log = logging.getLogger("millpond.query")
 
@@ -85,10 +85,8 @@ class Channel:
         self._front_args = [str(max_connections), repr(idle_timeout_s), repr(answer_timeout_s)]
         self._listener = listen(host, port)
         self._selector = selectors.DefaultSelector()
-        self._wake_r, self._wake_w = socket.socketpair()
-        for s in (self._wake_r, self._wake_w):
-            s.setblocking(False)
-        self._selector.register(self._wake_r, selectors.EVENT_READ)
+        self._waker = Waker()
+        self._selector.register(self._waker.reader, selectors.EVENT_READ)
         self._sock: socket.socket | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._generation = 0  # the front's: answers to an earlier one's requests are dropped
@@ -104,8 +102,8 @@ class Channel:
         try:
             self._start()
         except OSError:
-            for s in (self._listener, self._wake_r, self._wake_w):
-                s.close()
+            self._listener.close()
+            self._waker.close()
             self._selector.close()
             raise
 
@@ -126,10 +124,7 @@ class Channel:
         if self._closed:
             return
         self._answered.append((request, data))
-        try:
-            self._wake_w.send(b"\0")  # a pump waiting in select() returns now
-        except OSError:
-            pass  # full: a pump is due anyway
+        self._waker.wake()  # a pump waiting in select() returns now
 
     # ---- the pumping thread -------------------------------------------------------------
     def pump(self, timeout: float, context: Any = None, max_requests: int = 64) -> int:
@@ -164,12 +159,7 @@ class Channel:
         while ready and handed < max_requests:
             request = ready.popleft()
             handed += 1
-            close = False
-            try:
-                answer = self.on_request(request, context)
-            except Exception as exc:  # noqa: BLE001 - one bad request must not stop it
-                log.warning("query %s failed: %s", request.path, exc, exc_info=True)
-                answer, close = _error(500, f"{type(exc).__name__}: {exc}"), True
+            answer, close = handle_safely(self.on_request, request, context)
             if answer is not None:
                 out += encode((request.conn[1], answer, close))
         if out:
@@ -179,11 +169,7 @@ class Channel:
     def _wait(self, timeout: float) -> None:
         """At most ``timeout`` s for the front's requests or an answer from a worker."""
         if self._selector.select(timeout):
-            try:
-                while self._wake_r.recv(4096):
-                    pass
-            except OSError:
-                pass
+            self._waker.drain()
 
     def _receive(self) -> None:
         sock = self._sock
@@ -282,8 +268,7 @@ class Channel:
         deadline = time.monotonic() + CLOSE_S
         if sock is not None:
             try:
-                sock.setblocking(True)
-                sock.settimeout(max(0.1, deadline - time.monotonic()))
+                sock.settimeout(max(0.1, deadline - time.monotonic()))  # blocking, bounded
                 if self._out:
                     sock.sendall(self._out)
                 sock.shutdown(socket.SHUT_RDWR)  # the front sees the end of the channel
@@ -297,7 +282,8 @@ class Channel:
                             "%gs; killed", proc.pid, CLOSE_S)
                 proc.kill()
                 proc.wait(timeout=5)
-        for s in (sock, self._listener, self._wake_r, self._wake_w):
-            if s is not None:
-                s.close()
+        if sock is not None:
+            sock.close()
+        self._listener.close()
+        self._waker.close()
         self._selector.close()

@@ -13,7 +13,6 @@ job has not answered within ANSWER_S seconds (the job is stopped or hung) is ans
 
 from __future__ import annotations
 
-import json
 import logging
 import signal
 import socket
@@ -22,17 +21,12 @@ import time
 from typing import Any
 
 from millpond.query.channel import PASSED_HEADERS, decode, encode
-from millpond.query.wire import Request, Wire, frame
+from millpond.query.wire import Request, Wire, error_response
 
 log = logging.getLogger("millpond.query.front")
 
 PUMP_S = 0.5  # the longest wait for sockets between two looks at late answers
 FLUSH_S = 2.0  # at the end: how long answers get to be written
-
-
-def _unavailable(message: str) -> bytes:
-    body = json.dumps({"error": message}).encode()
-    return frame(503, "application/json", body, [("Retry-After", "1")], close=True)
 
 
 class Front:
@@ -97,7 +91,8 @@ class Front:
                 break  # in the order they were sent
             late.append(rid)
         for rid in late:
-            self.wire.respond(self._pending.pop(rid)[0], _unavailable(message), close=True)
+            self.wire.respond(self._pending.pop(rid)[0],
+                              error_response(503, message, [("Retry-After", "1")]), close=True)
 
     def run(self) -> None:
         """Serve until the channel ends, then answer what is left and exit."""

@@ -53,9 +53,49 @@ def frame(status: int, content_type: str, body: bytes,
         b"Connection: close\r\n" if close else b"", body)
 
 
-def _error(status: int, message: str) -> bytes:
+def error_response(status: int, message: str,
+                   headers: Iterable[tuple[str, str]] = ()) -> bytes:
+    """A whole JSON error response (``{"error": message}``) that closes the connection."""
     body = json.dumps({"error": message}).encode()
-    return frame(status, "application/json", body, close=True)
+    return frame(status, "application/json", body, headers, close=True)
+
+
+def handle_safely(on_request: Callable[[Request, Any], bytes | None], request: Request,
+                  context: Any) -> tuple[bytes | None, bool]:
+    """``on_request``'s answer to ``request`` and False, or, when it raised, a 500 and True
+    (close the connection after it): one bad request must not stop the pumping thread."""
+    try:
+        return on_request(request, context), False
+    except Exception as exc:  # noqa: BLE001 - answered 500, the pump goes on
+        log.warning("query %s failed: %s", request.path, exc, exc_info=True)
+        return error_response(500, f"{type(exc).__name__}: {exc}"), True
+
+
+class Waker:
+    """A socket pair that makes a thread waiting in ``select`` on :attr:`reader` return:
+    :meth:`wake` from any thread, :meth:`drain` by the waiting one."""
+
+    def __init__(self) -> None:
+        self.reader, self._writer = socket.socketpair()
+        self.reader.setblocking(False)
+        self._writer.setblocking(False)
+
+    def wake(self) -> None:
+        try:
+            self._writer.send(b"\0")
+        except OSError:
+            pass  # full: the waiting thread has a wake-up due anyway
+
+    def drain(self) -> None:
+        try:
+            while self.reader.recv(4096):
+                pass
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        self.reader.close()
+        self._writer.close()
 
 
 def listen(host: str, port: int) -> socket.socket:
@@ -151,10 +191,8 @@ class Wire:
         self._listener.setblocking(False)
         self._selector = selectors.DefaultSelector()
         self._selector.register(self._listener, selectors.EVENT_READ, "listen")
-        self._wake_r, self._wake_w = socket.socketpair()
-        self._wake_r.setblocking(False)
-        self._wake_w.setblocking(False)
-        self._selector.register(self._wake_r, selectors.EVENT_READ, "wake")
+        self._waker = Waker()
+        self._selector.register(self._waker.reader, selectors.EVENT_READ, "wake")
         self._conns: set[_Conn] = set()
         self._ready: collections.deque[_Conn] = collections.deque()  # requests to hand on
         self._answered: collections.deque[tuple[Request, bytes]] = collections.deque()
@@ -185,10 +223,7 @@ class Wire:
 
     def wake(self) -> None:
         """Make a pump waiting in select() return now."""
-        try:
-            self._wake_w.send(b"\0")
-        except OSError:
-            pass  # the wake socket is full: a pump is due anyway
+        self._waker.wake()
 
     @property
     def writing(self) -> bool:
@@ -246,11 +281,7 @@ class Wire:
             elif key.data == "listen":
                 self._accept(now)
             elif key.data == "wake":
-                try:
-                    while self._wake_r.recv(4096):
-                        pass
-                except OSError:
-                    pass
+                self._waker.drain()
             else:
                 conn: _Conn = key.data
                 if mask & selectors.EVENT_WRITE:
@@ -278,12 +309,13 @@ class Wire:
         self._closed = True
         for conn in list(self._conns):
             self._drop(conn)
-        for sock in (self._listener, self._wake_r, self._wake_w):
+        for sock in (self._listener, self._waker.reader):
             try:
                 self._selector.unregister(sock)
             except (KeyError, ValueError):
                 pass
-            sock.close()
+        self._listener.close()
+        self._waker.close()
         self._selector.close()
 
     def _accept(self, now: float) -> None:
@@ -298,7 +330,7 @@ class Wire:
             sock.setblocking(False)
             if len(self._conns) >= self.max_connections:
                 try:
-                    sock.send(_error(503, f"the endpoint has {self.max_connections} "
+                    sock.send(error_response(503, f"the endpoint has {self.max_connections} "
                                           "connections open already; try again"))
                 except OSError:
                     pass
@@ -346,11 +378,8 @@ class Wire:
             while conn.requests and not conn.waiting and not conn.closed:
                 request = conn.requests.popleft()
                 handed += 1
-                try:
-                    data = self.on_request(request, context)
-                except Exception as exc:  # noqa: BLE001 - one bad request must not stop it
-                    log.warning("query %s failed: %s", request.path, exc, exc_info=True)
-                    data = _error(500, f"{type(exc).__name__}: {exc}")
+                data, failed = handle_safely(self.on_request, request, context)
+                if failed:
                     conn.closing = True  # the answer says Connection: close
                     conn.requests.clear()
                 if data is None:
@@ -412,7 +441,7 @@ class Wire:
         conn.closing = True
         if conn.waiting:  # its earlier request's answer goes first; this one is dropped
             return
-        conn.out += _error(status, message)
+        conn.out += error_response(status, message)
         self._write(conn)
 
     def _sweep(self, now: float) -> None:
